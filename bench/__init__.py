@@ -1,0 +1,1 @@
+"""Benchmarks: figures measured as ratios against baselines run in the same process."""

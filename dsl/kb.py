@@ -1,0 +1,287 @@
+"""The checked knowledge base: immutable, typed, every item with its location.
+
+Options, rules and terms are keyed by `framework.name`; lets by `scope.name`
+where the scope is a framework or `core`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.diagnostics import Span
+from kbsolve.dsl import ast
+from kbsolve.dsl.ir import Node
+from kbsolve.dsl.types import Type
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What every declaration carries: where, why, from what source."""
+
+    span: Span
+    module: str
+    doc: str = ""
+    because: str = ""
+    source: str = ""
+    versions: str = ""
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    name: str
+    kind: str  # yaml | json | env | launch
+    path: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Launch:
+    command: str
+    condition: Node | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    meta: Meta
+    models: tuple[str, ...]
+    task_option: str
+    version: str
+    unknown_keys: str
+    files: tuple[OutputFile, ...]
+    launches: tuple[Launch, ...]
+
+
+@dataclass(frozen=True)
+class Emit:
+    target: str
+    key: str
+    value_map: tuple[tuple[Any, Any], ...] | None  # (option value, written value or None=omit)
+    span: Span
+
+
+@dataclass(frozen=True)
+class Alias:
+    old: str
+    note: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class ValueAlias:
+    old: Any
+    new: Any
+    note: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Option:
+    framework: str
+    name: str
+    type: Type
+    domain: tuple | None  # finite values, or None for free options
+    low: Fraction | None
+    high: Fraction | None
+    default: Any
+    meta: Meta
+    emits: tuple[Emit, ...] = ()
+    aliases: tuple[Alias, ...] = ()
+    value_aliases: tuple[ValueAlias, ...] = ()
+    when: Node | None = None
+    source_expr: Node | None = None  # `from`: the value follows this expression
+    origin: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.framework}.{self.name}"
+
+    @property
+    def is_free(self) -> bool:
+        """Free options (str, plain num/int) are never decided by the solver."""
+        return self.domain is None and self.low is None and self.type.kind != "bool"
+
+
+@dataclass(frozen=True)
+class NoKey:
+    framework: str
+    key: str
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class Fact:
+    path: str
+    type: Type
+    scale: Fraction  # catalog value times scale gives base units
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class Let:
+    scope: str
+    name: str
+    expr: Node
+    type: Type
+    meta: Meta
+
+    @property
+    def key(self) -> str:
+        return f"{self.scope}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    framework: str
+    id: str
+    kind: str  # require | forbid
+    expr: Node
+    meta: Meta
+
+    @property
+    def constraint(self) -> Node:
+        """The condition that must hold (forbid negated)."""
+        from kbsolve.dsl.ir import Op
+        from kbsolve.dsl.types import BOOL
+        return self.expr if self.kind == "require" else Op("not", (self.expr,), BOOL,
+                                                           self.meta.span)
+
+
+@dataclass(frozen=True)
+class Warning_:
+    framework: str
+    id: str
+    expr: Node
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class Preference:
+    framework: str
+    id: str
+    expr: Node
+    weight: Fraction
+    tier: int
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    framework: str
+    name: str
+    expr: Node
+    level: str  # allocated | reserved | device
+    location: str  # gpu | host
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class SpeedTerm:
+    framework: str
+    name: str
+    expr: Node
+    kind: str  # time | factor
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class WorkTerm:
+    framework: str
+    name: str
+    expr: Node
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class StaticEmit:
+    framework: str
+    target: str
+    key: str
+    value: Node
+    when: Node | None
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class Category:
+    framework: str
+    id: str
+    title_en: str
+    title_zh: str
+    points: int
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class Check:
+    framework: str
+    id: str
+    category: str
+    title_en: str
+    title_zh: str
+    points: int
+    priority: str
+    applies: Node | None
+    enabled: Node
+    recommend: tuple[tuple[str, Any], ...]
+    advice_en: str
+    advice_zh: str
+    group: str
+    judges: tuple[str, ...]
+    needs_code: str
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class Detector:
+    framework: str
+    imports: tuple[str, ...]
+    clis: tuple[str, ...]
+    yaml_keys: tuple[tuple[str, Any], ...]
+    paths: tuple[str, ...]
+    dependencies: tuple[str, ...]
+    remotes: tuple[str, ...]
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class Test:
+    framework: str
+    name: str
+    given: tuple[tuple[str, Any], ...]
+    pins: tuple[tuple[str, Any], ...]
+    expectations: tuple[ast.Expectation, ...]
+    checks: tuple[Node, ...]  # checked forms of `expect EXPR`
+    meta: Meta
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    frameworks: dict[str, Framework]
+    options: dict[str, Option]
+    nokeys: dict[str, NoKey]
+    facts: dict[str, Fact]
+    lets: dict[str, Let]
+    rules: dict[str, Rule]
+    warnings: dict[str, Warning_]
+    preferences: dict[str, Preference]
+    memory: dict[str, MemoryTerm]
+    speed: dict[str, SpeedTerm]
+    work: dict[str, WorkTerm]
+    emits: tuple[StaticEmit, ...]
+    categories: dict[str, Category]
+    checks: dict[str, Check]
+    detectors: dict[str, Detector]
+    tests: dict[str, Test]
+    files: tuple[tuple[str, str], ...] = ()  # (path, sha256)
+    catalog: Any = None
+    modules: tuple[str, ...] = field(default=())
+
+    def options_of(self, framework: str) -> list[Option]:
+        return [o for o in self.options.values() if o.framework == framework]
+
+    def of(self, table: dict, framework: str) -> list:
+        return [item for item in table.values() if item.framework == framework]

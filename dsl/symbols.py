@@ -1,0 +1,114 @@
+"""Symbol tables: every declaration under its namespace, duplicates reported.
+
+Namespaces: module names; framework names; facts; per scope (a framework or
+`core`) the values (options, lets, defs); per framework the ids (rules,
+warnings, preferences, checks), the terms (memory, speed, work), categories,
+no-keys and tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
+from kbsolve.dsl import ast
+
+_NAMESPACE = {"option": "value", "let": "value", "def": "value", "rule": "id", "warn": "id",
+              "prefer": "id", "check": "id", "memory": "term", "speed": "term", "work": "term",
+              "category": "category", "nokey": "nokey", "test": "test", "detect": "detect",
+              "emit": "emit"}
+FRAMEWORK_ONLY = {"option", "rule", "warn", "prefer", "check", "memory", "speed", "work",
+                  "category", "nokey", "emit", "detect", "test"}
+
+
+@dataclass
+class Entry:
+    decl: ast.Decl
+    module: ast.Module
+
+    @property
+    def scope(self) -> str:
+        return self.module.framework or "core"
+
+
+@dataclass
+class Tables:
+    modules: dict[str, ast.Module] = field(default_factory=dict)
+    frameworks: dict[str, Entry] = field(default_factory=dict)
+    facts: dict[str, Entry] = field(default_factory=dict)
+    scoped: dict[tuple[str, str], dict[str, Entry]] = field(default_factory=dict)
+    imports: dict[str, set[str]] = field(default_factory=dict)
+
+    def table(self, namespace: str, scope: str) -> dict[str, Entry]:
+        return self.scoped.setdefault((namespace, scope), {})
+
+    def entries(self, kind: str) -> list[Entry]:
+        namespace = _NAMESPACE[kind]
+        return [e for (ns, _), table in sorted(self.scoped.items()) if ns == namespace
+                for e in table.values() if e.decl.kind == kind]
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeio" else f"a {kind}"
+
+
+def collect(modules: list[ast.Module], sink: DiagnosticSink, partial: bool = False) -> Tables:
+    tables = Tables()
+    for module in modules:
+        first = tables.modules.get(module.name)
+        if first is not None:
+            sink.error(f"module '{module.name}' is declared twice", module.span,
+                       code="duplicate", notes=[Note("first declared here", first.span)])
+            continue
+        tables.modules[module.name] = module
+        for decl in module.decls:
+            _add(tables, Entry(decl, module), sink)
+    _check_headers(tables, sink, partial)
+    return tables
+
+
+def _add(tables: Tables, entry: Entry, sink: DiagnosticSink) -> None:
+    decl = entry.decl
+    if decl.kind == "framework":
+        _unique(tables.frameworks, decl.name, entry, sink, "framework")
+        return
+    if decl.kind == "fact":
+        _unique(tables.facts, decl.name, entry, sink, "fact")
+        return
+    if decl.kind in FRAMEWORK_ONLY and entry.module.framework is None:
+        sink.error(f"{_article(decl.kind)} must be declared in a framework module",
+                   decl.name_span, code="needs-framework",
+                   hint=f"start the file with: module {entry.module.name} for FRAMEWORK")
+        return
+    namespace = _NAMESPACE[decl.kind]
+    _unique(tables.table(namespace, entry.scope), decl.name, entry, sink, decl.kind)
+
+
+def _unique(table: dict[str, Entry], name: str, entry: Entry, sink: DiagnosticSink,
+            what: str) -> None:
+    first = table.get(name)
+    if first is None:
+        table[name] = entry
+        return
+    other = first.decl.kind
+    clash = f"{what} '{name}'" if other == what else f"{what} '{name}' clashes with {other}"
+    sink.error(f"{clash} is already defined", entry.decl.name_span, code="duplicate",
+               notes=[Note(f"{other} '{name}' first defined here", first.decl.name_span)])
+
+
+def _check_headers(tables: Tables, sink: DiagnosticSink, partial: bool) -> None:
+    """`partial`: some files did not parse, so names they define may be missing."""
+    for module in tables.modules.values():
+        if module.framework and module.framework not in tables.frameworks and not partial:
+            sink.error(f"unknown framework '{module.framework}'"
+                       f"{did_you_mean(module.framework, tables.frameworks)}", module.span,
+                       code="unknown-framework")
+        seen: set[str] = set()
+        for name, span in module.imports:
+            if name not in tables.modules:
+                sink.error(f"unknown module '{name}'{did_you_mean(name, tables.modules)}", span,
+                           code="unknown-module")
+            elif name in seen:
+                sink.error(f"module '{name}' is imported twice", span, code="duplicate")
+            seen.add(name)
+        tables.imports[module.name] = seen
