@@ -1,0 +1,100 @@
+"""Everything a full assignment implies, by the reference evaluator: rules
+broken, memory term by term, step time, throughput, preferences, warnings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.solver.problem import Problem
+
+LEVELS = ("allocated", "reserved", "device")
+
+
+@dataclass
+class Metrics:
+    broken: list[str]  # rule keys that fail
+    irrelevant_changed: list[str]  # options set while their `when` is false
+    memory: dict[str, Fraction]  # gpu term key -> bytes
+    host: dict[str, Fraction]  # host term key -> bytes
+    levels: dict[str, Fraction]  # cumulative: allocated, reserved, device
+    times: dict[str, Fraction]  # time term key -> seconds
+    factors: dict[str, Fraction]
+    step_time: Fraction
+    work: dict[str, Fraction]
+    time_per_work: Fraction
+    preferences: dict[int, Fraction]  # tier -> score
+    warnings: list[str]
+    defaults_kept: int
+
+    @property
+    def fits(self) -> bool:
+        return self.levels["device"] <= self.budget
+
+    budget: Fraction = Fraction(0)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.broken and not self.irrelevant_changed and self.fits
+
+
+def full_assignment(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:
+    return {**problem.fixed, **chosen}
+
+
+def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
+    ev = problem.evaluator
+    memo: dict = {}
+
+    def run(node):
+        return ev.run(node, assignment, memo)
+
+    broken = [r.framework + "." + r.id for r in problem.items(problem.kb.rules)
+              if not run(r.constraint)]
+    irrelevant = [o.key for o in problem.options
+                  if o.when is not None and o.key in problem.choices
+                  and assignment[o.key] != o.default and not run(o.when)]
+    memory, host = {}, {}
+    levels = {level: Fraction(0) for level in LEVELS}
+    for term in sorted(problem.items(problem.kb.memory), key=lambda t: LEVELS.index(t.level)):
+        value = Fraction(run(term.expr))
+        if term.location == "host":
+            host[f"{term.framework}.{term.name}"] = value
+            continue
+        memory[f"{term.framework}.{term.name}"] = value
+        levels[term.level] += value
+    levels["reserved"] += levels["allocated"]
+    levels["device"] += levels["reserved"]
+    times, factors = {}, {}
+    for term in problem.items(problem.kb.speed):
+        value = Fraction(run(term.expr))
+        (times if term.kind == "time" else factors)[f"{term.framework}.{term.name}"] = value
+    step = sum(times.values(), Fraction(0))
+    for factor in factors.values():
+        step *= factor
+    work = {f"{t.framework}.{t.name}": Fraction(run(t.expr)) for t in
+            problem.items(problem.kb.work)}
+    first = next(iter(work.values()), Fraction(1))
+    tpw = step / first if first else step
+    prefs: dict[int, Fraction] = {}
+    for pref in problem.items(problem.kb.preferences):
+        value = run(pref.expr)
+        score = (pref.weight if value else 0) if isinstance(value, bool) else \
+            pref.weight * Fraction(value)
+        prefs[pref.tier] = prefs.get(pref.tier, Fraction(0)) + score
+    warnings = [f"{w.framework}.{w.id}" for w in problem.items(problem.kb.warnings)
+                if run(w.expr)]
+    defaults = sum(1 for key in problem.choices
+                   if assignment[key] == problem.kb.options[key].default)
+    metrics = Metrics(broken, irrelevant, memory, host, levels, times, factors, step, work, tpw,
+                      prefs, warnings, defaults)
+    metrics.budget = problem.budget_bytes
+    return metrics
+
+
+def sort_key(metrics: Metrics) -> tuple:
+    """The objective, smaller is better: time per work, preferences by tier,
+    device memory, then fewer changes from the defaults."""
+    tiers = tuple(-metrics.preferences[t] for t in sorted(metrics.preferences))
+    return (metrics.time_per_work,) + tiers + (metrics.levels["device"], -metrics.defaults_kept)

@@ -1,0 +1,119 @@
+"""One solve's inputs: the framework's options split into fixed and chosen,
+the facts, and the constraints and terms that apply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
+from kbsolve.dsl.kb import KnowledgeBase, Option
+from kbsolve.solver.evaluate import Evaluator
+
+MAX_RANGE_CHOICES = 256
+
+
+@dataclass
+class Problem:
+    kb: KnowledgeBase
+    framework: str
+    facts: dict[str, Any]
+    fixed: dict[str, Any]  # option key -> value (pinned, free or `from`)
+    choices: dict[str, tuple]  # option key -> candidate values
+    pinned: dict[str, Any] = field(default_factory=dict)
+    budget_bytes: Fraction = Fraction(0)
+
+    @property
+    def evaluator(self) -> Evaluator:
+        return Evaluator(self.kb, self.framework, self.facts)
+
+    def items(self, table: dict) -> list:
+        return [v for k, v in sorted(table.items()) if v.framework == self.framework]
+
+    @property
+    def options(self) -> list[Option]:
+        return self.items(self.kb.options)
+
+
+def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
+                  pins: dict[str, Any]) -> Problem:
+    evaluator = Evaluator(kb, framework, facts)
+    fixed: dict[str, Any] = {}
+    choices: dict[str, tuple] = {}
+    options = {o.key: o for o in kb.options.values() if o.framework == framework}
+    for key, value in pins.items():
+        if key not in options:
+            raise KbError(Diagnostic(f"unknown option '{key.split('.', 1)[1]}' for {framework}"))
+    for key, option in sorted(options.items()):
+        if key in pins and option.domain is None and option.low is None:
+            fixed[key] = pins[key]
+        elif key in pins:  # kept as a choice so that a clash names the pin
+            choices[key] = tuple(option.domain) if option.domain is not None else (pins[key],)
+        elif option.source_expr is not None:
+            fixed[key] = _coerce(option, evaluator.run(option.source_expr, {}))
+        elif option.domain is not None:
+            choices[key] = tuple(option.domain)
+        elif option.low is not None and option.high - option.low < MAX_RANGE_CHOICES:
+            choices[key] = tuple(Fraction(v) for v in range(int(option.low),
+                                                             int(option.high) + 1))
+        else:
+            fixed[key] = option.default
+    budget = facts.get("gpu.memory_gib", Fraction(0)) * \
+        (1 - Fraction(facts.get("query.headroom_pct", 10), 100))
+    return Problem(kb, framework, facts, fixed, choices, dict(pins), budget)
+
+
+def _coerce(option: Option, value):
+    if option.type.kind == "num" and option.type.integral:
+        return Fraction(value)
+    return value
+
+
+def parse_pin(kb: KnowledgeBase, framework: str, text: str) -> tuple[str, Any]:
+    """`key=value` from --set, checked against the option's domain."""
+    if "=" not in text:
+        raise KbError(Diagnostic(f"--set '{text}' is not key=value"))
+    name, raw = (part.strip() for part in text.split("=", 1))
+    key = f"{framework}.{name}"
+    option = kb.options.get(key)
+    if option is None:
+        by_alias = {a.old: o for o in kb.options.values() if o.framework == framework
+                    for a in o.aliases}
+        if name in by_alias:
+            real = by_alias[name]
+            raise KbError(Diagnostic(f"--set {name}: the real option is '{real.name}' "
+                                     f"({next(a.note for a in real.aliases if a.old == name)})"))
+        names = [o.name for o in kb.options.values() if o.framework == framework]
+        raise KbError(Diagnostic(f"--set {name}: unknown option of {framework}"
+                                 f"{did_you_mean(name, names)}"))
+    return key, _pin_value(option, name, raw)
+
+
+def _pin_value(option: Option, name: str, raw: str):
+    kind = option.type.kind
+    if kind == "bool":
+        lowered = raw.lower()
+        if lowered in ("true", "1", "yes", "on"):
+            return True
+        if lowered in ("false", "0", "no", "off"):
+            return False
+        raise KbError(Diagnostic(f"--set {name}={raw}: {name} takes true or false"))
+    if kind == "num":
+        try:
+            value = Fraction(raw)
+        except (ValueError, ZeroDivisionError):
+            raise KbError(Diagnostic(f"--set {name}={raw}: {name} takes a number")) from None
+        if option.domain is not None and value not in option.domain:
+            shown = ", ".join(str(v) for v in option.domain)
+            raise KbError(Diagnostic(f"--set {name}={raw}: outside the domain ({shown})"))
+        if option.low is not None and not option.low <= value <= option.high:
+            raise KbError(Diagnostic(f"--set {name}={raw}: outside {option.low}..{option.high}"))
+        return value
+    for alias in option.value_aliases:
+        if str(alias.old).lower() == raw.lower():
+            raise KbError(Diagnostic(f"--set {name}={raw}: use '{alias.new}' ({alias.note})"))
+    if option.domain is not None and raw not in option.domain:
+        raise KbError(Diagnostic(f"--set {name}={raw}: not a value of {name}"
+                                 f"{did_you_mean(raw, [str(v) for v in option.domain])}"))
+    return raw

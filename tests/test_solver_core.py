@@ -1,0 +1,89 @@
+"""The Z3 model against the reference enumerator, and infeasible cores."""
+
+import random
+from fractions import Fraction
+
+import pytest
+
+from kbsolve.catalog.schema import QueryFacts
+from kbsolve.dsl import load_kb
+from kbsolve.solver.enumerate import enumerate_best
+from kbsolve.solver.facts import collect_facts, parse_gpus
+from kbsolve.solver.metrics import sort_key
+from kbsolve.solver.optimize import solve
+from kbsolve.solver.problem import build_problem
+
+FW = "llamafactory"
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return load_kb()
+
+
+def problem_for(kb, gpus, model, pins):
+    nodes, per_node, name = parse_gpus(gpus)
+    query = QueryFacts(num_gpus=nodes * per_node, nodes=nodes, gpus_per_node=per_node)
+    facts = collect_facts(kb, kb.catalog.gpu(name), kb.catalog.model(model), query.model_dump())
+    return build_problem(kb, FW, facts, {f"{FW}.{k}": v for k, v in pins.items()})
+
+
+def small_random_problem(kb, seed):
+    """Pin all but four random options, so that brute force stays cheap."""
+    rng = random.Random(seed)
+    gpus = rng.choice(["1x4090", "8xA100", "8xH100", "1xT4", "4xL40S"])
+    model = rng.choice(["qwen3-8b", "llama3-8b", "qwen2.5-7b"])
+    options = [o for o in kb.options.values() if o.framework == FW and o.domain is not None]
+    free = set(o.name for o in rng.sample(options, 4))
+    pins = {o.name: rng.choice(o.domain) for o in options if o.name not in free}
+    return problem_for(kb, gpus, model, pins)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_z3_optimum_equals_enumerator(kb, seed):
+    problem = small_random_problem(kb, seed)
+    by_z3 = solve(problem)
+    by_brute = enumerate_best(problem)
+    assert (by_z3.status == "infeasible") == (by_brute.status == "infeasible")
+    if by_brute.status == "infeasible":
+        assert by_z3.core, "an infeasible query must come with a core"
+        return
+    assert by_z3.metrics.feasible
+    assert sort_key(by_z3.metrics) == sort_key(by_brute.metrics)
+
+
+def test_pins_that_break_a_rule_give_its_id(kb):
+    problem = problem_for(kb, "8xA100", "qwen3-8b", {"use_unsloth": True, "deepspeed": "z3"})
+    outcome = solve(problem)
+    assert outcome.status == "infeasible"
+    assert outcome.core == ["pin:llamafactory.deepspeed", "pin:llamafactory.use_unsloth",
+                            "rule:llamafactory.P18"]
+
+
+def test_hardware_gate_core_names_the_gate(kb):
+    outcome = solve(problem_for(kb, "8xA100", "qwen3-8b", {"flash_attn": "fa3"}))
+    assert outcome.core == ["pin:llamafactory.flash_attn", "rule:llamafactory.HW_FA3"]
+
+
+def test_plan_fits_and_respects_every_rule(kb):
+    problem = problem_for(kb, "1x4090", "qwen3-8b", {"stage": "sft"})
+    outcome = solve(problem)
+    assert outcome.status == "optimal"
+    assert outcome.metrics.feasible
+    assert outcome.metrics.levels["device"] <= problem.budget_bytes
+    assert outcome.chosen[f"{FW}.finetuning_type"] == "lora"
+
+
+def test_full_70b_on_one_4090_is_infeasible_for_memory(kb):
+    outcome = solve(problem_for(kb, "1x4090", "llama3-70b", {"finetuning_type": "full"}))
+    assert outcome.status == "infeasible"
+    assert "memory:fit" in outcome.core
+
+
+def test_gpus_flag_parsing():
+    assert parse_gpus("2x8xH100") == (2, 8, "H100")
+    assert parse_gpus("1x4090") == (1, 1, "4090")
+    from kbsolve.diagnostics import KbError
+    for bad in ("0xA100", "8x", "-1xH100"):
+        with pytest.raises(KbError):
+            parse_gpus(bad)
