@@ -138,8 +138,10 @@ class DiagnosticSink:
         return [d for d in self.items if d.severity == "error"]
 
     def raise_if_errors(self, sources: SourceCache | None = None) -> None:
+        """Raise every error once (a def body checked at each call reports once)."""
         if self.errors:
-            raise KbError(sorted(self.errors, key=_order), sources)
+            unique = {(d.span, d.message): d for d in self.errors}
+            raise KbError(sorted(unique.values(), key=_order), sources)
 
 
 def _order(d: Diagnostic) -> tuple:

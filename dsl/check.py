@@ -370,12 +370,11 @@ class _Checker:
         return ltype
 
     def _report_cycles(self) -> None:
-        reported: set[frozenset] = set()
+        cycles = []
         for cycle in nx.simple_cycles(self.let_graph):
-            members = frozenset(cycle)
-            if members in reported:
-                continue
-            reported.add(members)
+            start = cycle.index(min(cycle))  # the same report whatever the hash seed
+            cycles.append(cycle[start:] + cycle[:start])
+        for cycle in sorted(cycles):
             entries = [self._let_entry(k) for k in cycle]
             names = " -> ".join(e.decl.name for e in entries + entries[:1])
             self.sink.error(f"derived quantities form a cycle: {names}", entries[0].decl.name_span,

@@ -134,10 +134,23 @@ def _tok_span(file: str, tok: Token) -> Span:
                 tok.end_column or tok.column + len(str(tok)))
 
 
+_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+
+
 def _unquote(tok: Token) -> str:
+    """A string literal's text; \\" \\\\ \\n \\t are escapes, any other backslash stays."""
     body = str(tok)[1:-1]
-    return body.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8") \
-        if "\\" in body else body
+    if "\\" not in body:
+        return body
+    out, i = [], 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body) and body[i + 1] in _ESCAPES:
+            out.append(_ESCAPES[body[i + 1]])
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
 
 
 def _number(tok: Token) -> Fraction:

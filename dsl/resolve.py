@@ -360,8 +360,12 @@ class Resolver:
         if node.default is not None:
             result = self.expr(node.default, ctx)
         else:
-            missing = [v for v in subject.type.values if v not in covered] \
-                if subject.type.kind == "enum" else ["other values"]
+            if subject.type.kind == "enum":
+                missing = [v for v in subject.type.values if v not in covered]
+            elif subject.type.kind == "bool":
+                missing = [str(v).lower() for v in (True, False) if v not in covered]
+            else:
+                missing = ["other values"]
             if missing:
                 self.sink.error("match does not cover " + ", ".join(f"'{m}'" for m in missing)
                                 + "; add an 'else =>' arm", node.span, code="match")

@@ -106,11 +106,12 @@ def solve(problem: Problem, timeout_ms: int = 10000) -> Outcome:
     return Outcome(status, chosen, metrics)
 
 
-def minimal_core(model: Model, timeout_ms: int) -> list[str]:
-    """The parts that clash, minimised by deletion (each one is needed)."""
+def minimal_core(model: Model, timeout_ms: int, extra: tuple = ()) -> list[str]:
+    """The parts that clash (with `extra` assumed), minimised by deletion:
+    every part left is needed. Empty when nothing clashes."""
     solver = z3.Solver(ctx=model.c.ctx)
     solver.set(timeout=timeout_ms)
-    for constraint in model.c.domain_constraints():
+    for constraint in model.c.domain_constraints() + list(extra):
         solver.add(constraint)
     marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
     for name, part in model.parts.items():
@@ -119,24 +120,6 @@ def minimal_core(model: Model, timeout_ms: int) -> list[str]:
         return []
     core = sorted(str(m) for m in solver.unsat_core())
     for name in list(core):
-        trial = [marks[n] for n in core if n != name]
-        if solver.check(trial) == z3.unsat:
-            core.remove(name)
-    return core
-
-
-def check_assumptions(model: Model, extra: list) -> tuple[bool, list[str]]:
-    """Is the model satisfiable with `extra`? If not, the minimal core."""
-    solver = z3.Solver(ctx=model.c.ctx)
-    for constraint in model.c.domain_constraints() + extra:
-        solver.add(constraint)
-    marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
-    for name, part in model.parts.items():
-        solver.add(z3.Implies(marks[name], part))
-    if solver.check(list(marks.values())) != z3.unsat:
-        return True, []
-    core = sorted(str(m) for m in solver.unsat_core())
-    for name in list(core):
         if solver.check([marks[n] for n in core if n != name]) == z3.unsat:
             core.remove(name)
-    return False, core
+    return core
