@@ -57,7 +57,7 @@ def test_golden_diagnostics(case, monkeypatch):
     assert keys == sorted(keys)
 
 
-# ---- a three-let cycle: checked by properties, since its text is not stable yet -----
+# ---- a three-let cycle: also checked by properties and across hash seeds ----------
 
 CYCLE_PACK = {"a.kb": """\
 module pack.a for llamafactory
@@ -125,7 +125,7 @@ def test_let_cycle_report_does_not_depend_on_the_hash_seed(tmp_path):
     assert len(outputs) == 1, "\n----\n".join(sorted(outputs))
 
 
-# ---- misleading or duplicated diagnostics (strict xfail: fix, then make them golden) --
+# ---- diagnostics that were (or still are, strict xfail) misleading or duplicated ----
 
 H = "module pack.a for llamafactory\nimport core.facts\nimport core.sizing\n\n"
 R = '{\n  because "why"\n  source "seed:1"\n}\n'
