@@ -170,6 +170,7 @@ class Decl:
     rule_kind: str = ""  # require | forbid
     unit: str | None = None
     target: str = ""  # emit target, check category, fact prefix
+    target_span: Span | None = field(default=None, compare=False)
     key: str = ""  # emit key, fact field
     titles: tuple[str, ...] = ()  # category/check titles (en, zh)
 

@@ -14,7 +14,8 @@ import networkx as nx
 from kbsolve.catalog.schema import fact_field_type, fact_fields
 from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
 from kbsolve.dsl import ast, clauses, ir, kb
-from kbsolve.dsl.resolve import ERROR, FACT_PREFIXES, MEMORY_LEVELS, Context, Resolver, Symbols
+from kbsolve.dsl.resolve import (BUILTINS, ERROR, FACT_PREFIXES, MEMORY_LEVELS, Context, Resolver,
+                                 Symbols)
 from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
 
@@ -34,7 +35,8 @@ def _has_numbers(expr) -> bool:
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.Num) and node.value not in (0, 1):
+        if isinstance(node, ast.Num) and (node.value not in (0, 1) or
+                                          (node.unit is not None and node.value != 0)):
             return True
         if hasattr(node, "__dataclass_fields__"):
             for name in node.__dataclass_fields__:
@@ -261,7 +263,12 @@ class _Checker:
 
     def _from(self, entry: Entry, clause: ast.Clause, otype: Type) -> ir.Node:
         node = self.resolver.expr(clause.args[0], self._ctx(entry))
-        if node.type is not ERROR and otype is not ERROR and node.type.kind != otype.kind:
+        if node.type is ERROR or otype is ERROR:
+            return node
+        mismatch = node.type.kind != otype.kind or (
+            otype.is_num and (node.type.dim != otype.dim
+                              or (otype.integral and not node.type.integral)))
+        if mismatch:
             self.sink.error(f"'from' gives {node.type} but option '{entry.decl.name}' is "
                             f"{otype}", clause.span, code="type")
         return node
@@ -308,7 +315,8 @@ class _Checker:
             return
         files = [c.args[0] for c in entry.decl.clauses_of("file")]
         if target not in files:
-            span = clause_or_decl.span
+            span = getattr(target, "span", None) or getattr(clause_or_decl, "target_span", None) \
+                or clause_or_decl.span
             self.sink.error(f"unknown output '{target}' of framework {framework}"
                             f"{did_you_mean(target, files)}", span, code="unknown-output",
                             notes=[Note("outputs are declared here", entry.decl.name_span)],
@@ -383,7 +391,19 @@ class _Checker:
                                    for e in entries[1:]])
 
     def _def_body(self, entry: Entry) -> None:
-        """Defs are checked where they are called; unused ones need only their names."""
+        """Check a def's names once, with untyped parameters; types are checked at calls."""
+        decl = entry.decl
+        seen: set[str] = set()
+        for param in decl.params:
+            if param in seen:
+                self.sink.error(f"def '{decl.name}' has two parameters named '{param}'",
+                                decl.name_span, code="duplicate")
+            seen.add(param)
+        if decl.name in BUILTINS:
+            self.sink.error(f"def '{decl.name}' has the name of a builtin, which it could "
+                            f"never replace", decl.name_span, code="duplicate")
+        params = {p: ir.Const(False, ERROR, decl.name_span) for p in decl.params}
+        self.resolver.expr(decl.expr, Context(entry.module.name, entry.module.framework, params))
 
     # ---- other declarations
     def _framework(self, entry: Entry) -> kb.Framework:
@@ -518,7 +538,8 @@ class _Checker:
         categories = self.tables.table("category", entry.scope)
         if decl.target not in categories:
             self.sink.error(f"unknown category '{decl.target}'"
-                            f"{did_you_mean(decl.target, categories)}", decl.name_span,
+                            f"{did_you_mean(decl.target, categories)}",
+                            decl.target_span or decl.name_span,
                             code="unknown-category")
         priority = str(decl.clause("priority").args[0]) if decl.clause("priority") else "P2"
         if priority not in PRIORITIES:
@@ -626,18 +647,23 @@ class _Checker:
 
     # ---- checks that need the whole KB
     def _cross_checks(self, result: kb.KnowledgeBase) -> None:
-        ids = {}
-        for table in (result.rules, result.warnings):
-            ids.update(table)
         for test in result.tests.values():
             for exp in test.expectations:
-                for name in exp.names if exp.kind != "memory" else ():
-                    if f"{test.framework}.{name}" not in ids:
-                        known = [k.split(".", 1)[1] for k in ids
-                                 if k.startswith(test.framework + ".")]
-                        self.sink.error(f"unknown rule or warning '{name}'"
-                                        f"{did_you_mean(name, known)}", exp.span,
-                                        code="unknown-rule")
+                if exp.kind == "memory":
+                    continue
+                table, what = (result.rules, "rule") if exp.kind == "infeasible" else \
+                    (result.warnings, "warning")
+                for name in exp.names:
+                    if f"{test.framework}.{name}" in table:
+                        continue
+                    known = [k.split(".", 1)[1] for k in table
+                             if k.startswith(test.framework + ".")]
+                    other = result.warnings if what == "rule" else result.rules
+                    hint = (f"'{name}' is a {'warning' if what == 'rule' else 'rule'}; write "
+                            f"'expect {'warning' if what == 'rule' else 'infeasible'} {name}'"
+                            if f"{test.framework}.{name}" in other else "")
+                    self.sink.error(f"unknown {what} '{name}'{did_you_mean(name, known)}",
+                                    exp.span, code="unknown-rule", hint=hint)
         for option in result.options.values():
             names = {o.name for o in result.options.values() if o.framework == option.framework}
             for alias in option.aliases:

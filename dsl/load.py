@@ -44,7 +44,7 @@ def load_kb(paths: list[str | Path] | None = None, *, use_cache: bool = True) ->
     cache = KbCache() if use_cache else None
     if cache is not None and not sink.errors:
         cached = cache.get(digest)
-        if cached is not None:
+        if isinstance(cached, KnowledgeBase):
             return cached
     knowledge = _build(files, roots, sink)
     if cache is not None:
@@ -161,9 +161,20 @@ def _read(path: Path, sink: DiagnosticSink) -> str | None:
 def _digest(files: list[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     h.update(__version__.encode())
+    h.update(_code_digest().encode())
     h.update(grammar_text().encode("utf-8"))
     for name, text in files:
         h.update(b"\0file\0" + name.encode("utf-8") + b"\0" + text.encode("utf-8"))
+    return h.hexdigest()
+
+
+def _code_digest() -> str:
+    """The front end's own code, so that an edited checker never reads a stale cache."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent.parent
+    for folder in ("dsl", "catalog"):
+        for path in sorted((package / folder).glob("*.py")):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 

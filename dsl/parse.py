@@ -77,10 +77,28 @@ def _describe(term: str) -> str:
 
 
 def _expected_list(expected) -> str:
-    names = sorted({_describe(t) for t in expected if not t.startswith("__ANON")})
-    if len(names) > 8:
-        names = names[:8] + ["..."]
+    """Names, values and punctuation first, then keywords; at most ten."""
+    shown = {_describe(t) for t in expected if not t.startswith("__ANON")}
+    names = sorted(shown, key=lambda s: (s.startswith("'") and s[1:-1].isidentifier(), s))
+    if len(names) > 10:
+        names = names[:10] + ["..."]
     return ", ".join(names)
+
+
+def _really_expected(exc: UnexpectedInput) -> set[str]:
+    """LALR default reductions widen `exc.expected`; ask the parser state instead."""
+    interactive = getattr(exc, "interactive_parser", None)
+    if interactive is not None:
+        try:
+            return set(interactive.accepts())
+        except Exception:  # lark internals; fall back to the wide set
+            pass
+    return set(exc.expected or ())
+
+
+def _end_span(text: str, file: str) -> Span:
+    lines = text.split("\n")
+    return Span(file, len(lines), len(lines[-1]) + 1)
 
 
 def _syntax_error(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
@@ -91,22 +109,21 @@ def _syntax_error(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
         return Diagnostic(f"unexpected character {char!r}", Span(file, line, col, line, col + 1),
                           code="syntax", hint=hint)
     if isinstance(exc, UnexpectedEOF):
-        lines = text.splitlines() or [""]
-        end = Span(file, len(lines), len(lines[-1]) + 1)
         return Diagnostic(f"unexpected end of file; expected {_expected_list(exc.expected)}",
-                          end, code="syntax")
+                          _end_span(text, file), code="syntax")
     assert isinstance(exc, UnexpectedToken)
     token = exc.token
+    expected = _really_expected(exc)
     width = max(len(str(token)), 1)
     span = Span(file, line, col, line, col + width)
     if token.type == "$END":
-        return Diagnostic(f"unexpected end of file; expected {_expected_list(exc.expected)}",
-                          span, code="syntax")
-    if str(token) in keywords() and ("NAME" in exc.expected or "QNAME" in exc.expected):
+        return Diagnostic(f"unexpected end of file; expected {_expected_list(expected)}",
+                          _end_span(text.rstrip(), file), code="syntax")
+    if str(token) in keywords() and ("NAME" in expected or "QNAME" in expected):
         return Diagnostic(f"'{token}' is a keyword and cannot be used as a name here",
                           span, code="keyword-as-name",
                           hint=f"write `{token}` in backticks to use it as a name")
-    return Diagnostic(f"unexpected {_show_token(token)}; expected {_expected_list(exc.expected)}",
+    return Diagnostic(f"unexpected {_show_token(token)}; expected {_expected_list(expected)}",
                       span, code="syntax")
 
 
@@ -185,6 +202,8 @@ class _Builder(Transformer):
 
     def dotted(self, meta, children):
         tok = children[0]
+        if tok.type == "QNAME":
+            return (_Name(str(tok)[1:-1], _tok_span(self.file, tok)),)
         return tuple(_Name(part, _tok_span(self.file, tok)) for part in str(tok).split("."))
 
     # -- module
@@ -424,7 +443,7 @@ class _Builder(Transformer):
         target, key, expr, body = c
         name = _Name(f"{target}:{_unquote(key)}", target.span)
         return self._decl(meta, "emit", name, body, expr=expr, target=str(target),
-                          key=_unquote(key))
+                          target_span=target.span, key=_unquote(key))
 
     def category_decl(self, meta, c):
         name, en, zh, body = c
@@ -433,7 +452,7 @@ class _Builder(Transformer):
     def check_decl(self, meta, c):
         name, category, en, zh, body = c
         return self._decl(meta, "check", name, body, target=str(category),
-                          titles=(_unquote(en), _unquote(zh)))
+                          target_span=category.span, titles=(_unquote(en), _unquote(zh)))
 
     def detect_decl(self, meta, c):
         return self._decl(meta, "detect", c[0], c[1])

@@ -201,9 +201,13 @@ class Resolver:
 
     def _defs_visible(self, ctx: Context) -> dict[str, str]:
         found = {}
-        for key, (decl, module, framework) in self.s.defs.items():
+        for key in self.s.defs:  # core first, so the framework's own def wins
             scope, name = key.split(".", 1)
-            if scope == (ctx.framework or "core") or scope == "core":
+            if scope == "core":
+                found[name] = key
+        for key in self.s.defs:
+            scope, name = key.split(".", 1)
+            if ctx.framework and scope == ctx.framework:
                 found[name] = key
         return found
 
@@ -409,7 +413,7 @@ class Resolver:
                 module not in self.s.imports.get(ctx.module, set()):
             self._visible(module, ctx, node.span, decl.name)
             return ir.Const(False, ERROR, node.span)
-        inner = Context(module, framework or ctx.framework, dict(zip(decl.params, args)),
+        inner = Context(module, framework, dict(zip(decl.params, args)),
                         ctx.memory_level, ctx.calls + (key,))
         return self.expr(decl.expr, inner)
 
@@ -463,6 +467,6 @@ def _divisible(r: Resolver, node: ast.Call, args: list[ir.Node]) -> ir.Node:
     return ir.Op("divisible", tuple(args), BOOL, node.span)
 
 
-_BUILTINS = {"min": _minmax, "max": _minmax, "ceil": _rounding, "floor": _rounding,
+BUILTINS = _BUILTINS = {"min": _minmax, "max": _minmax, "ceil": _rounding, "floor": _rounding,
              "abs": _rounding, "at_most_one": _counting, "exactly_one": _counting,
              "divisible": _divisible}

@@ -64,7 +64,24 @@ def collect(modules: list[ast.Module], sink: DiagnosticSink, partial: bool = Fal
         for decl in module.decls:
             _add(tables, Entry(decl, module), sink)
     _check_headers(tables, sink, partial)
+    _check_shadowing(tables, sink)
     return tables
+
+
+def _check_shadowing(tables: Tables, sink: DiagnosticSink) -> None:
+    """A framework name that hides a core let or def makes formulas ambiguous."""
+    core = tables.table("value", "core")
+    for (namespace, scope), table in sorted(tables.scoped.items()):
+        if namespace != "value" or scope == "core":
+            continue
+        for name, entry in table.items():
+            if name in core:
+                hidden = core[name].decl
+                sink.error(f"{entry.decl.kind} '{name}' hides core {hidden.kind} '{name}'",
+                           entry.decl.name_span, code="shadow",
+                           notes=[Note(f"core {hidden.kind} '{name}' is defined here",
+                                       hidden.name_span)],
+                           hint="rename one of them")
 
 
 def _add(tables: Tables, entry: Entry, sink: DiagnosticSink) -> None:
@@ -91,8 +108,9 @@ def _unique(table: dict[str, Entry], name: str, entry: Entry, sink: DiagnosticSi
         table[name] = entry
         return
     other = first.decl.kind
-    clash = f"{what} '{name}'" if other == what else f"{what} '{name}' clashes with {other}"
-    sink.error(f"{clash} is already defined", entry.decl.name_span, code="duplicate",
+    clash = f"{what} '{name}' is already defined" if other == what else \
+        f"{what} '{name}' clashes with {other} '{name}'"
+    sink.error(clash, entry.decl.name_span, code="duplicate",
                notes=[Note(f"{other} '{name}' first defined here", first.decl.name_span)])
 
 

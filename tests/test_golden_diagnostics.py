@@ -125,7 +125,7 @@ def test_let_cycle_report_does_not_depend_on_the_hash_seed(tmp_path):
     assert len(outputs) == 1, "\n----\n".join(sorted(outputs))
 
 
-# ---- diagnostics that were (or still are, strict xfail) misleading or duplicated ----
+# ---- diagnostics that were once misleading or duplicated ----
 
 H = "module pack.a for llamafactory\nimport core.facts\nimport core.sizing\n\n"
 R = '{\n  because "why"\n  source "seed:1"\n}\n'
@@ -153,8 +153,6 @@ def test_error_in_a_def_body_is_reported_once(tmp_path, monkeypatch):
     assert [d.message for d in errors] == ["unknown name 'yy'"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG dsl/check.py _check: 'unknown category' points at "
-                   "the check's name, not at the category written after 'in'")
 def test_unknown_category_points_at_the_category(tmp_path, monkeypatch):
     errors = _errors(tmp_path, monkeypatch, {
         "a.kb": H + 'check X1 in AA "t" "t" {\n  points 1\n  enabled bf16\n'
@@ -164,9 +162,6 @@ def test_unknown_category_points_at_the_category(tmp_path, monkeypatch):
     assert (diag.span.line, diag.span.col) == (5, 13)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG dsl/check.py _static_emit/_check_target: for an "
-                   "`emit TARGET \"key\" = ...` declaration the unknown output is reported at "
-                   "the 'emit' keyword (whole multi-line declaration), not at TARGET")
 def test_unknown_output_of_an_emit_declaration_points_at_the_target(tmp_path, monkeypatch):
     errors = _errors(tmp_path, monkeypatch, {"a.kb": H + 'emit mian "report_to" = "none" ' + R})
     (diag,) = errors
@@ -174,8 +169,6 @@ def test_unknown_output_of_an_emit_declaration_points_at_the_target(tmp_path, mo
     assert (diag.span.line, diag.span.col, diag.span.end_col) == (5, 6, 10)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG dsl/check.py: `def f(x, x)` is accepted; the "
-                   "second parameter silently shadows the first")
 def test_duplicate_def_parameter_is_an_error(tmp_path, monkeypatch):
     errors = _errors(tmp_path, monkeypatch, {
         "a.kb": H + "def f(x, x) = x\n\nwarn W1: f(1, 2) > 1 " + R})

@@ -91,21 +91,15 @@ def test_single_quote_gets_a_hint():
     assert (diag.span.line, diag.span.col) == (2, 26)
 
 
-# ---- known parser bugs (strict xfail: they fail today; fix, then drop the mark) ----
+# ---- parser messages that were once wrong ----
 
 
-@pytest.mark.xfail(strict=True, reason="BUG parse.py _syntax_error: LALR default reductions "
-                   "widen exc.expected, so a missing ':' is reported as a keyword used as a "
-                   "name; exc.interactive_parser.accepts() gives the real set {':'}")
 def test_missing_colon_is_not_reported_as_keyword_misuse():
     diag = parse_error("module m for f\nrule r1 require bf16 {}\n")
     assert diag.code == "syntax"
     assert diag.message == "unexpected 'require'; expected ':'"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG grammar.lark: a `quoted name` cannot be used as "
-                   "a value (atom takes only dotted -> NAME|DOTTED), so the keyword trap's "
-                   "help 'write `then` in backticks' leads to another syntax error")
 def test_keyword_help_in_an_expression_can_be_followed():
     text = "module m for f\nrule r: require a == then {}\n"
     diag = parse_error(text)
@@ -113,9 +107,6 @@ def test_keyword_help_in_an_expression_can_be_followed():
     parse_module(text.replace("then", "`then`"), "t.kb")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG parse.py _syntax_error: lark's $END token borrows "
-                   "the position of the last token, so 'unexpected end of file' points at "
-                   "the start of the last token instead of the end of the file")
 def test_end_of_file_is_reported_at_the_end():
     text = "module m for f\nlet x ="
     diag = parse_error(text)
