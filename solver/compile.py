@@ -15,12 +15,14 @@ from fractions import Fraction
 from typing import Any
 
 import z3
+from z3 import z3core
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.solver.problem import Problem
 
 MAX_VALUES = 512
+MAX_TABLE = 256  # a term over at most this many option combinations becomes a table
 
 
 class Compiler:
@@ -32,21 +34,37 @@ class Compiler:
         self._lets: dict[str, Any] = {}
         self._values: dict[int, frozenset | None] = {}
         self._let_values: dict[str, frozenset | None] = {}
+        self.definitions: list[z3.BoolRef] = []  # aux == term, asserted with the model
+        self._deps: dict[int, tuple] = {}
+        self._equals: dict[tuple, z3.BoolRef] = {}
+        self._let_deps: dict[str, frozenset] = {}
 
     # ---- domains
     def domain_constraints(self) -> list:
+        """Index bounds and the aux definitions made so far: assert after compiling."""
         return [z3.And(v >= 0, v < len(self.p.choices[k]))
-                for k, v in sorted(self.index.items())]
+                for k, v in sorted(self.index.items())] + list(self.definitions)
 
     def equals(self, key: str, value) -> z3.BoolRef:
-        values = self.p.choices[key]
-        return self.index[key] == values.index(value)
+        cached = self._equals.get((key, value))
+        if cached is None:
+            cached = self.index[key] == self.p.choices[key].index(value)
+            self._equals[(key, value)] = cached
+        return cached
 
     def decode(self, model: z3.ModelRef) -> dict[str, Any]:
         return {key: self.p.choices[key][model.eval(var, model_completion=True).as_long()]
                 for key, var in sorted(self.index.items())}
 
     # ---- terms
+    def named(self, term):
+        """A fresh Real standing for `term`, so that case splits copy a name, not a tree."""
+        if z3.is_const(term) or z3.is_rational_value(term):
+            return term
+        var = z3.Real(f"aux{len(self.definitions)}", self.ctx)
+        self.definitions.append(var == term)
+        return var
+
     def num(self, node: ir.Node):
         term = self.term(node)
         if isinstance(term, dict):
@@ -56,8 +74,62 @@ class Compiler:
     def term(self, node: ir.Node):
         key = id(node)
         if key not in self._memo:  # the node is kept alive so that its id stays unique
-            self._memo[key] = (node, self._compile(node))
+            term = self._tabulated(node)
+            self._memo[key] = (node, self._compile(node) if term is None else term)
         return self._memo[key][1]
+
+    # ---- tables: a term of few options becomes a sum of constants under index guards
+    def deps(self, node: ir.Node) -> frozenset:
+        """The chosen options a node's value depends on (through lets too)."""
+        key = id(node)
+        if key not in self._deps:
+            self._deps[key] = (node, self._deps_of(node))
+        return self._deps[key][1]
+
+    def _deps_of(self, node: ir.Node) -> frozenset:
+        if isinstance(node, ir.OptionRef):
+            return frozenset([node.option]) if node.option in self.p.choices else frozenset()
+        if isinstance(node, ir.LetRef):
+            if node.let not in self._let_deps:
+                self._let_deps[node.let] = self.deps(self.p.kb.lets[node.let].expr)
+            return self._let_deps[node.let]
+        if isinstance(node, ir.MemorySum):
+            return frozenset().union(*[self.deps(t.expr) for t in self.p.items(self.p.kb.memory)
+                                       if t.level == node.level and t.location == "gpu"])
+        if isinstance(node, ir.Op):
+            return frozenset().union(*[self.deps(a) for a in node.args])
+        return frozenset()
+
+    def table(self, node: ir.Node) -> list[tuple[Any, z3.BoolRef]] | None:
+        """(value, guard) pairs over the node's options, or None when too many."""
+        deps = sorted(self.deps(node))
+        if math.prod(len(self.p.choices[k]) for k in deps) > MAX_TABLE:
+            return None
+        evaluator = self.p.evaluator
+        rows: dict[Any, list] = {}
+        for combo in itertools.product(*[self.p.choices[k] for k in deps]):
+            assignment = {**self.p.fixed, **dict(zip(deps, combo))}
+            value = evaluator.run(node, assignment, {})
+            guard = self._all([self.equals(k, v) for k, v in zip(deps, combo)])
+            rows.setdefault(value, []).append(guard)
+        return [(value, self._any(guards)) for value, guards in rows.items()]
+
+    def _all(self, terms: list) -> z3.BoolRef:
+        return _nary(z3core.Z3_mk_and, terms, self.ctx) if terms else self._bool(True)
+
+    def _any(self, terms: list) -> z3.BoolRef:
+        return _nary(z3core.Z3_mk_or, terms, self.ctx) if terms else self._bool(False)
+
+    def _tabulated(self, node: ir.Node):
+        if not isinstance(node, (ir.Op, ir.LetRef)) or node.type.kind != "num":
+            return None
+        if not self.deps(node):
+            return self._real(self.p.evaluator.run(node, self.p.fixed, {}))
+        rows = self.table(node)
+        if rows is None:
+            return None
+        return z3.Sum([z3.If(guard, self._real(value), self._real(0))
+                       for value, guard in rows if value != 0] or [self._real(0)])
 
     def _real(self, value) -> z3.ArithRef:
         value = Fraction(value)
@@ -82,7 +154,8 @@ class Compiler:
             return self._option(node)
         if isinstance(node, ir.LetRef):
             if node.let not in self._lets:
-                self._lets[node.let] = self.term(self.p.kb.lets[node.let].expr)
+                term = self.term(self.p.kb.lets[node.let].expr)
+                self._lets[node.let] = self.named(term) if z3.is_arith(term) else term
             return self._lets[node.let]
         if isinstance(node, ir.MemorySum):
             terms = [self.num(t.expr) for t in self.p.items(self.p.kb.memory)
@@ -139,11 +212,17 @@ class Compiler:
         return _capped(frozenset(out))
 
     def _split(self, node: ir.Node, build) -> z3.ArithRef:
-        """Sum over the values v of `node`: If(node == v, build(v), 0)."""
+        """Sum over the values v of `node`: If(guard of v, build(v), 0). The guard is
+        over option indices where the node depends on few options, else node == v."""
+        rows = self.table(node)
+        if rows is not None:
+            if len(rows) == 1:
+                return build(rows[0][0])
+            return z3.Sum([z3.If(guard, build(value), self._real(0)) for value, guard in rows])
         values = self.values(node)
         if values is None:
             raise self._error(node, "cannot split this term over a finite set of values")
-        term = self.num(node)
+        term = self.named(self.num(node))
         if len(values) == 1:
             return build(next(iter(values)))
         return z3.Sum([z3.If(term == self._real(v), build(v), self._real(0))
@@ -167,14 +246,22 @@ class Compiler:
         a, b = n.args
         va, vb = self.values(a), self.values(b)
         if va is not None and (vb is None or len(va) <= len(vb)):
-            other = self.num(b)
+            if len(va) == 1:
+                return self._real(next(iter(va))) * self.num(b)
+            other = self.named(self.num(b))
             return self._split(a, lambda v: self._real(v) * other)
-        other = self.num(a)
+        if len(vb) == 1:
+            return self.num(a) * self._real(next(iter(vb)))
+        other = self.named(self.num(a))
         return self._split(b, lambda v: other * self._real(v))
 
     def _op_div(self, n):
         a, b = n.args
-        top = self.num(a)
+        vb = self.values(b)
+        if vb is not None and len(vb) == 1:
+            v = next(iter(vb))
+            return self.num(a) / self._real(v) if v != 0 else self._real(0)
+        top = self.named(self.num(a))
         return self._split(b, lambda v: top / self._real(v) if v != 0 else self._real(0))
 
     def _by_values(self, n, fn):
@@ -272,6 +359,15 @@ class Compiler:
     def _op_exactly_one(self, n):
         terms = [self.term(a) for a in n.args]
         return z3.And(z3.AtMost(*terms, 1), z3.AtLeast(*terms, 1))
+
+
+def _nary(make, terms: list, ctx: z3.Context) -> z3.BoolRef:
+    """And/Or through the C API: z3py's wrappers re-check every argument, which
+    dominates compile time for large tables."""
+    if len(terms) == 1:
+        return terms[0]
+    array = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+    return z3.BoolRef(make(ctx.ref(), len(terms), array), ctx)
 
 
 def _as_map(term) -> dict:

@@ -6,10 +6,14 @@ device memory; options kept at their defaults.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import z3
+
+from kbsolve.dsl import ir
+from kbsolve.dsl.types import NUM
 
 from kbsolve.solver.compile import Compiler
 from kbsolve.solver.metrics import Metrics, full_assignment, measure
@@ -52,17 +56,25 @@ class Model:
         return z3.Sum(terms) if terms else self.c._real(0)
 
     def time_per_work(self):
-        times = [self.c.num(t.expr) for t in self.p.items(self.p.kb.speed) if t.kind == "time"]
-        current = z3.Sum(times) if times else self.c._real(0)
-        for factor in (t for t in self.p.items(self.p.kb.speed) if t.kind == "factor"):
-            base = current
-            current = self.c._split(factor.expr, lambda v, base=base: base * self.c._real(v))
+        """(sum of time terms / work) x (product of factors), built as IR so that
+        each quotient and the product of factors can become a small table."""
+        speed = self.p.items(self.p.kb.speed)
         works = self.p.items(self.p.kb.work)
-        if not works:
-            return current
-        step = current
-        return self.c._split(works[0].expr,
-                             lambda v: step / self.c._real(v) if v else step)
+        per_work = []
+        for term in (t for t in speed if t.kind == "time"):
+            node = term.expr
+            if works:
+                node = ir.Op("/", (node, works[0].expr), NUM, term.meta.span)
+            per_work.append(self.c.num(node))
+        total = self.c.named(z3.Sum(per_work) if per_work else self.c._real(0))
+        factors = [t.expr for t in speed if t.kind == "factor"]
+        if not factors:
+            return total
+        product = factors[0]
+        for factor in factors[1:]:
+            product = ir.Op("*", (product, factor), NUM, factor.span)
+        self._keep = product  # the compiler memoises by id: keep the node alive
+        return self.c._split(product, lambda v: total * self.c._real(v))
 
     def preference_scores(self) -> dict[int, Any]:
         tiers: dict[int, list] = {}
@@ -80,30 +92,53 @@ class Model:
 
 
 def solve(problem: Problem, timeout_ms: int = 10000) -> Outcome:
+    """Lexicographic optimum by successive tightening: after each satisfying
+    model, demand a strictly better value of the current objective; when that
+    is unsatisfiable, fix the objective at its best value and go to the next."""
+    deadline = time.monotonic() + timeout_ms / 1000
     model = Model(problem)
-    opt = z3.Optimize(ctx=model.c.ctx)
-    opt.set(priority="lex", timeout=timeout_ms)
-    z3.set_param("smt.random_seed", SEED)
+    objectives = [("min", model.time_per_work())]
+    objectives += [("max", score) for _, score in model.preference_scores().items()]
+    objectives += [("min", model.memory), ("max", model.defaults_kept())]
+    solver = z3.Solver(ctx=model.c.ctx)
+    solver.set("random_seed", SEED)
     for constraint in model.c.domain_constraints():
-        opt.add(constraint)
-    for name, part in model.parts.items():
-        opt.add(part)
-    opt.minimize(model.time_per_work())
-    for tier, score in model.preference_scores().items():
-        opt.maximize(score)
-    opt.minimize(model.memory)
-    opt.maximize(model.defaults_kept())
-    result = opt.check()
-    if result == z3.unsat:
+        solver.add(constraint)
+    for part in model.parts.values():
+        solver.add(part)
+    first = _check(solver, deadline)
+    if first == z3.unsat:
         return Outcome("infeasible", core=minimal_core(model, timeout_ms))
-    try:
-        z3model = opt.model()
-    except z3.Z3Exception:
+    if first != z3.sat:
         return Outcome("unknown")
-    chosen = model.c.decode(z3model)
+    best = solver.model()
+    complete = True
+    for sense, term in objectives:
+        value = best.eval(term, model_completion=True)
+        solver.push()
+        while True:
+            solver.add(term < value if sense == "min" else term > value)
+            result = _check(solver, deadline)
+            if result != z3.sat:
+                complete = complete and result == z3.unsat
+                break
+            best = solver.model()
+            value = best.eval(term, model_completion=True)
+        solver.pop()
+        solver.add(term == value)
+        if not complete:
+            break
+    chosen = model.c.decode(best)
     metrics = measure(problem, full_assignment(problem, chosen))
-    status = "optimal" if result == z3.sat else ("feasible" if metrics.feasible else "unknown")
-    return Outcome(status, chosen, metrics)
+    return Outcome("optimal" if complete else "feasible", chosen, metrics)
+
+
+def _check(solver: z3.Solver, deadline: float):
+    left = int((deadline - time.monotonic()) * 1000)
+    if left <= 0:
+        return z3.unknown
+    solver.set("timeout", left)
+    return solver.check()
 
 
 def minimal_core(model: Model, timeout_ms: int, extra: tuple = ()) -> list[str]:
