@@ -74,3 +74,40 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value
+
+
+def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = None,
+          solver: str = "z3"):
+    """The fastest plan that fits, explained; `query` is a Query or a dict of its fields."""
+    from kbsolve.solver.query import Query
+    from kbsolve.solver.run import plan
+    knowledge = kb or load_kb(packs)
+    return plan(knowledge, query if isinstance(query, Query) else Query(**query), solver)
+
+
+def estimate(query, config: dict[str, str] | None = None, kb: KnowledgeBase | None = None, *,
+             packs: list[str] | None = None):
+    """Memory and speed of one configuration; unset options take their defaults."""
+    from kbsolve.solver.query import Query
+    from kbsolve.solver.run import estimate as run_estimate
+    knowledge = kb or load_kb(packs)
+    return run_estimate(knowledge, query if isinstance(query, Query) else Query(**query),
+                        config or {})
+
+
+def emit(plan, directory: str, kb: KnowledgeBase | None = None, *,
+         packs: list[str] | None = None) -> list[str]:
+    """Write the framework's files for a plan; returns the paths written."""
+    from kbsolve.solver.emit import write_files
+    return write_files(kb or load_kb(packs), plan, directory)
+
+
+def run_kb_tests(packs: list[str] | None = None, select: str | None = None):
+    """Run the DSL tests of the shipped KB and packs."""
+    from kbsolve.solver.kbtest import run_tests
+    return run_tests(load_kb(packs), select)
+
+
+def test_coverage(packs: list[str] | None = None) -> dict[str, list[str]]:
+    from kbsolve.solver.kbtest import coverage
+    return coverage(load_kb(packs))

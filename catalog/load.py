@@ -338,6 +338,7 @@ def model_from_hf_config(path: str | os.PathLike, *, name: str | None = None,
     spec_in = dict(vals, kind="llm", model_type=model_type, family=model_type,
                    tied_embeddings=tied, params_b=hf_param_count(vals, tied) / 1e9,
                    name=name or _str(cfg.get("_name_or_path")) or _name_from_path(file),
+                   hf_id=_str(cfg.get("_name_or_path")) or str(Path(file).resolve().parent),
                    source=f"hf: {file}")
     try:
         return ModelSpec.model_validate(spec_in)

@@ -105,6 +105,7 @@ class ModelSpec(CatalogEntry):
     kind: Literal["llm", "diffusion", "video"]
     family: str = Field(min_length=1)
     model_type: str = Field(min_length=1)
+    hf_id: Optional[str] = None  # Hugging Face repo id, written as the checkpoint to load
     params_b: float = Field(gt=0)  # total parameters, billions
     # LLM shape
     layers: Optional[int] = _Pos

@@ -24,3 +24,26 @@ def check_command(packs: tuple[str, ...]) -> int:
     summary = api.kb_summary(knowledge)
     click.echo("kb check: ok — " + ", ".join(f"{n} {what}" for what, n in summary.items()))
     return EXIT_OK
+
+
+@kb_group.command("test")
+@kb_option
+@click.option("-k", "select", default=None, help="Only tests whose name contains this.")
+@click.option("--coverage", is_flag=True, help="List the rules and warnings no test names.")
+def test_command(packs: tuple[str, ...], select: str | None, coverage: bool) -> int:
+    """Run the KB's own tests; exit 1 when one fails."""
+    results = api.run_kb_tests(list(packs), select)
+    for result in results:
+        click.echo(f"{'PASS' if result.passed else 'FAIL'}  {result.name}")
+        for failure in result.failures:
+            click.echo(f"      {failure}  ({result.test.meta.span})")
+    failed = sum(not r.passed for r in results)
+    click.echo(f"{len(results) - failed} passed, {failed} failed")
+    if coverage:
+        missing = api.test_coverage(list(packs))
+        for what, names in missing.items():
+            total = missing_total = len(names)
+            click.echo(f"untested {what}: {missing_total}" + ("" if not names else
+                                                            " — " + ", ".join(names)))
+            del total
+    return 1 if failed else EXIT_OK

@@ -1,7 +1,7 @@
 """The `kbsolve` command. It parses flags, calls the API, and renders.
 
-Exit codes: 0 ok; 1 infeasible; 2 usage, input or KB error; 3 solver
-unknown or time-out.
+Exit codes: 0 ok; 1 infeasible; 2 usage, input or KB error; 3 solver unknown
+or time-out (the best plan found so far is still printed).
 """
 
 from __future__ import annotations
@@ -12,15 +12,79 @@ import click
 
 from kbsolve.cli.kbcmd import kb_group
 from kbsolve.cli.listing import list_command
+from kbsolve.cli.query_options import query_fields, query_options
 from kbsolve.cli.run import guarded
+from kbsolve.diagnostics import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
 
-EPILOG = "Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown or time-out."
+EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown or "
+          "time-out.")
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(epilog=EPILOG, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@query_options
+@click.option("--objective", type=click.Choice(["speed", "memory"]), default="speed",
+              show_default=True, help="Fastest plan, or the smallest that fits.")
+@click.option("--top", type=click.IntRange(0, 10), default=2, show_default=True,
+              help="Alternatives to show.")
+@click.option("--timeout", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
+              help="Seconds for the solver; past it the best plan so far, exit 3.")
+@click.option("--solver", type=click.Choice(["z3", "enumerate"]), default="z3",
+              help="enumerate: the brute-force reference, for small spaces.")
+@click.option("--explain", "explain_option", default=None, metavar="OPTION",
+              help="Print the full derivation of one option.")
+@click.option("--emit", "emit_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the framework's files (config, DeepSpeed/accelerate, run.sh) here.")
 @click.version_option(package_name="kbsolve")
-def cli() -> None:
-    """Plan LLM and diffusion training runs that fit your GPUs and run fast."""
+@click.pass_context
+def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames, pins,
+        headroom, fmt, packs, objective, top, timeout, solver, explain_option, emit_dir):
+    """Plan LLM and diffusion training runs that fit your GPUs and run fast.
+
+    kbsolve --gpus 8xA100 --model wan14b
+    """
+    if ctx.invoked_subcommand is not None:
+        return None
+    if not gpus and not model:
+        click.echo(ctx.get_help())
+        return EXIT_OK
+    from kbsolve import api
+    from kbsolve.cli.render import render
+    fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
+                          pins, headroom)
+    fields.update(objective=objective, top=top, timeout=timeout)
+    plan = api.solve(fields, packs=list(packs), solver=solver)
+    if explain_option:
+        from kbsolve.cli.explain import derivation
+        click.echo(derivation(plan, explain_option))
+    else:
+        click.echo(render(plan, fmt))
+    if emit_dir and plan.status in ("optimal", "feasible"):
+        written = api.emit(plan, emit_dir, packs=list(packs))
+        click.echo("\nWrote: " + ", ".join(written), err=True)
+    return {"optimal": EXIT_OK, "feasible": EXIT_UNKNOWN, "unknown": EXIT_UNKNOWN,
+            "infeasible": EXIT_INFEASIBLE}[plan.status]
+
+
+@cli.command("estimate")
+@query_options
+def estimate_command(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
+                     headroom, fmt, packs):
+    """Memory and speed of one configuration (unset options at their defaults)."""
+    from kbsolve import api
+    from kbsolve.cli.render import render
+    fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
+                          (), headroom)
+    settings = {}
+    for text in pins:
+        key, sep, value = text.partition("=")
+        if not sep:
+            from kbsolve.diagnostics import Diagnostic, KbError
+            raise KbError(Diagnostic(f"--set '{text}' is not key=value"))
+        settings[key.strip()] = value.strip()
+    result = api.estimate(fields, settings, packs=list(packs))
+    click.echo(render(result, fmt))
+    return EXIT_OK if result.feasible else EXIT_INFEASIBLE
 
 
 cli.add_command(kb_group)

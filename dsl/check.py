@@ -430,10 +430,17 @@ class _Checker:
         if unknown not in UNKNOWN_KEY_MODES:
             self.sink.error(f"unknown_keys takes \"ignore\" or \"error\", not \"{unknown}\"",
                             mode.span, code="domain")
+        peak = None
+        if decl.clause("peak"):
+            peak = self.resolver.expr(decl.clause("peak").args[0], ctx)
+            if peak.type is not ERROR and (not peak.type.is_num or peak.type.dim != (0, 1, -1)):
+                self.sink.error(f"peak must be in FLOP/s (FLOPS, TFLOPS), not {peak.type}",
+                                decl.clause("peak").span, code="unit")
         return kb.Framework(decl.name, self._meta(entry),
                             tuple(m for c in decl.clauses_of("models") for m in c.args),
                             task_option, decl.clause("version").args[0]
-                            if decl.clause("version") else "", unknown, tuple(files), launches)
+                            if decl.clause("version") else "", unknown, tuple(files), launches,
+                            peak)
 
     def _nokey(self, entry: Entry) -> kb.NoKey:
         if not self._meta(entry).because:

@@ -16,7 +16,7 @@ _REPEATABLE = {"emit", "alias", "value_alias", "file", "launch", "models", "reco
                "d_dependency", "d_remote", "t_given", "t_pin", "t_expect"}
 
 ALLOWED: dict[str, set[str]] = {
-    "framework": _META | {"models", "task", "version", "unknown_keys", "file", "launch"},
+    "framework": _META | {"models", "task", "version", "unknown_keys", "file", "launch", "peak"},
     "option": _META | {"emit", "alias", "value_alias", "when", "from", "origin", "versions"},
     "nokey": _META,
     "fact": _META,

@@ -53,6 +53,7 @@ class Framework:
     unknown_keys: str
     files: tuple[OutputFile, ...]
     launches: tuple[Launch, ...]
+    peak: Node | None = None  # the job's peak FLOP/s, for MFU
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
         step *= factor
     work = {f"{t.framework}.{t.name}": Fraction(run(t.expr)) for t in
             problem.items(problem.kb.work)}
-    first = next(iter(work.values()), Fraction(1))
+    main = problem.throughput_work
+    first = work[f"{main.framework}.{main.name}"] if main else Fraction(1)
     tpw = step / first if first else step
     prefs: dict[int, Fraction] = {}
     for pref in problem.items(problem.kb.preferences):

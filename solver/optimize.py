@@ -28,6 +28,7 @@ class Outcome:
     chosen: dict[str, Any] = field(default_factory=dict)
     metrics: Metrics | None = None
     core: list[str] = field(default_factory=list)
+    model: "Model | None" = None
 
 
 class Model:
@@ -59,12 +60,12 @@ class Model:
         """(sum of time terms / work) x (product of factors), built as IR so that
         each quotient and the product of factors can become a small table."""
         speed = self.p.items(self.p.kb.speed)
-        works = self.p.items(self.p.kb.work)
+        work = self.p.throughput_work
         per_work = []
         for term in (t for t in speed if t.kind == "time"):
             node = term.expr
-            if works:
-                node = ir.Op("/", (node, works[0].expr), NUM, term.meta.span)
+            if work is not None:
+                node = ir.Op("/", (node, work.expr), NUM, term.meta.span)
             per_work.append(self.c.num(node))
         total = self.c.named(z3.Sum(per_work) if per_work else self.c._real(0))
         factors = [t.expr for t in speed if t.kind == "factor"]
@@ -91,7 +92,7 @@ class Model:
         return z3.Sum(kept) if kept else z3.IntVal(0, self.c.ctx)
 
 
-def solve(problem: Problem, timeout_ms: int = 10000) -> Outcome:
+def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) -> Outcome:
     """Lexicographic optimum by successive tightening: after each satisfying
     model, demand a strictly better value of the current objective; when that
     is unsatisfiable, fix the objective at its best value and go to the next."""
@@ -106,11 +107,14 @@ def solve(problem: Problem, timeout_ms: int = 10000) -> Outcome:
         solver.add(constraint)
     for part in model.parts.values():
         solver.add(part)
+    for chosen in avoid or ():  # alternatives: differ from each earlier plan somewhere
+        solver.add(z3.Or([z3.Not(model.c.equals(k, v)) for k, v in chosen.items()]
+                         or [z3.BoolVal(False, model.c.ctx)]))
     first = _check(solver, deadline)
     if first == z3.unsat:
-        return Outcome("infeasible", core=minimal_core(model, timeout_ms))
+        return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model)
     if first != z3.sat:
-        return Outcome("unknown")
+        return Outcome("unknown", model=model)
     best = solver.model()
     complete = True
     for sense, term in objectives:
@@ -130,7 +134,7 @@ def solve(problem: Problem, timeout_ms: int = 10000) -> Outcome:
             break
     chosen = model.c.decode(best)
     metrics = measure(problem, full_assignment(problem, chosen))
-    return Outcome("optimal" if complete else "feasible", chosen, metrics)
+    return Outcome("optimal" if complete else "feasible", chosen, metrics, model=model)
 
 
 def _check(solver: z3.Solver, deadline: float):
@@ -141,20 +145,35 @@ def _check(solver: z3.Solver, deadline: float):
     return solver.check()
 
 
-def minimal_core(model: Model, timeout_ms: int, extra: tuple = ()) -> list[str]:
-    """The parts that clash (with `extra` assumed), minimised by deletion:
-    every part left is needed. Empty when nothing clashes."""
-    solver = z3.Solver(ctx=model.c.ctx)
-    solver.set(timeout=timeout_ms)
-    for constraint in model.c.domain_constraints() + list(extra):
-        solver.add(constraint)
-    marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
-    for name, part in model.parts.items():
-        solver.add(z3.Implies(marks[name], part))
-    if solver.check(list(marks.values())) != z3.unsat:
-        return []
-    core = sorted(str(m) for m in solver.unsat_core())
-    for name in list(core):
-        if solver.check([marks[n] for n in core if n != name]) == z3.unsat:
-            core.remove(name)
-    return core
+class CoreFinder:
+    """One solver holding every part behind a marker, to ask many questions:
+    is the model satisfiable with these extra assumptions, and if not, which
+    parts clash (a minimal core)?"""
+
+    def __init__(self, model: Model, timeout_ms: int = 10000):
+        self.model = model
+        self.solver = z3.Solver(ctx=model.c.ctx)
+        self.solver.set("timeout", timeout_ms)
+        for constraint in model.c.domain_constraints():
+            self.solver.add(constraint)
+        self.marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
+        for name, part in model.parts.items():
+            self.solver.add(z3.Implies(self.marks[name], part))
+
+    def clash(self, extra: list | None = None, without: tuple = ()) -> list[str] | None:
+        """None when satisfiable; else the minimal core (names of parts)."""
+        extra = extra or []
+        names = [n for n in self.marks if n not in without]
+        if self.solver.check([self.marks[n] for n in names] + extra) != z3.unsat:
+            return None
+        core = sorted(str(m) for m in self.solver.unsat_core() if str(m) in self.marks)
+        for name in list(core):
+            trial = [self.marks[n] for n in core if n != name] + extra
+            if self.solver.check(trial) == z3.unsat:
+                core.remove(name)
+        return core
+
+
+def minimal_core(model: Model, timeout_ms: int) -> list[str]:
+    """The parts that clash, minimised by deletion: every part left is needed."""
+    return CoreFinder(model, timeout_ms).clash() or []

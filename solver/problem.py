@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
+from kbsolve.dsl.ir import facts_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.solver.evaluate import Evaluator
 
@@ -35,6 +36,12 @@ class Problem:
     def options(self) -> list[Option]:
         return self.items(self.kb.options)
 
+    @property
+    def throughput_work(self):
+        """The work term speed is measured in: the first plain count (tokens, samples)."""
+        counts = [w for w in self.items(self.kb.work) if w.expr.type.dim == (0, 0, 0)]
+        return counts[0] if counts else None
+
 
 def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
                   pins: dict[str, Any]) -> Problem:
@@ -51,7 +58,7 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
         elif key in pins:  # kept as a choice so that a clash names the pin
             choices[key] = tuple(option.domain) if option.domain is not None else (pins[key],)
         elif option.source_expr is not None:
-            fixed[key] = _coerce(option, evaluator.run(option.source_expr, {}))
+            fixed[key] = _from_facts(option, evaluator)
         elif option.domain is not None:
             choices[key] = tuple(option.domain)
         elif option.low is not None and option.high - option.low < MAX_RANGE_CHOICES:
@@ -62,6 +69,14 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
     budget = facts.get("gpu.memory_gib", Fraction(0)) * \
         (1 - Fraction(facts.get("query.headroom_pct", 10), 100))
     return Problem(kb, framework, facts, fixed, choices, dict(pins), budget)
+
+
+def _from_facts(option: Option, evaluator: Evaluator):
+    """An option tied to facts; the default when the catalog lacks the fact."""
+    needed = facts_used(option.source_expr)
+    if any(path not in evaluator.facts for path in needed):
+        return option.default
+    return _coerce(option, evaluator.run(option.source_expr, {}))
 
 
 def _coerce(option: Option, value):

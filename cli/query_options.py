@@ -1,0 +1,45 @@
+"""The flags that describe a query, shared by `kbsolve` and `kbsolve estimate`."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+FORMATS = ("table", "json", "yaml", "markdown")
+
+
+def query_options(fn):
+    options = [
+        click.option("--gpus", "-g", help="COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xA100, 2x8xH100."),
+        click.option("--model", "-m", help="Catalog name or alias, a config.json, or a YAML spec."),
+        click.option("--framework", "-f", default=None, help="Override the framework."),
+        click.option("--task", "-t", default=None, help="Stage or trainer (sft, dpo, grpo, ...)."),
+        click.option("--network", default=None, help="Inter-node network (ib-400, roce-200, ...)."),
+        click.option("--seq-len", type=int, default=None, help="Sequence length in tokens."),
+        click.option("--resolution", default=None, help="HxW, e.g. 480x832."),
+        click.option("--frames", type=int, default=None, help="Video frames."),
+        click.option("--set", "pins", multiple=True, metavar="KEY=VALUE",
+                     help="Pin an option (repeatable)."),
+        click.option("--headroom", type=float, default=0.10, show_default=True,
+                     help="Fraction of GPU memory kept free."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                     show_default=True),
+        click.option("--kb", "packs", multiple=True, type=click.Path(),
+                     help="A rule pack laid over the shipped KB (repeatable)."),
+    ]
+    return functools.reduce(lambda f, option: option(f), reversed(options), fn)
+
+
+def query_fields(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
+                 headroom) -> dict:
+    from kbsolve.diagnostics import Diagnostic, KbError
+    if not gpus:
+        raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100)"))
+    if not model:
+        raise KbError(Diagnostic("missing --model (for example --model qwen3-8b)"))
+    if not 0 <= headroom < 1:
+        raise KbError(Diagnostic(f"--headroom {headroom}: give a fraction from 0 to below 1"))
+    return dict(gpus=gpus, model=model, framework=framework, task=task, network=network,
+                seq_len=seq_len, resolution=resolution, frames=frames, set=list(pins),
+                headroom=headroom)

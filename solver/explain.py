@@ -1,0 +1,153 @@
+"""Why each option has its value: forced, speed, memory, preference, default.
+
+For every alternative value the Z3 model is asked whether it could hold at
+all (the rest free); an alternative that could is measured as a neighbour of
+the plan (only this option changed) to say what it would cost.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.solver.metrics import Metrics, measure, sort_key
+from kbsolve.solver.optimize import CoreFinder, Model
+from kbsolve.solver.plan import Choice, Reason
+from kbsolve.solver.problem import Problem
+from kbsolve.solver.report import gib, option_key, plain, reason
+
+
+def explain(problem: Problem, model: Model, assignment: dict[str, Any],
+            metrics: Metrics) -> list[Choice]:
+    finder = CoreFinder(model)
+    choices = []
+    for option in problem.options:
+        key = option.key
+        value = assignment[key]
+        base = dict(option=option.name, key=option_key(problem.kb, option), value=plain(value))
+        if key in problem.pinned:
+            choices.append(Choice(**base, kind="pinned", reasons=[
+                Reason(rule=f"pin:{option.name}", detail=f"you set {option.name}={plain(value)}")]))
+        elif key not in problem.choices:
+            choices.append(_fixed(problem, option, base))
+        else:
+            choices.append(_decided(problem, finder, option, value, assignment, metrics, base))
+    return choices
+
+
+def _fixed(problem: Problem, option, base: dict) -> Choice:
+    if option.source_expr is not None:
+        return Choice(**base, kind="fact", reasons=[Reason(
+            rule=option.key, source=option.meta.source, location=str(option.meta.span),
+            detail=f"follows the query ({option.name} comes from a fact)")])
+    return Choice(**base, kind="default", reasons=[Reason(
+        rule=option.key, source=option.meta.source, location=str(option.meta.span),
+        detail="a free setting: the default unless you set it")])
+
+
+def _decided(problem: Problem, finder: CoreFinder, option, value, assignment, metrics,
+             base: dict) -> Choice:
+    alternatives = [v for v in problem.choices[option.key] if v != value]
+    pin = f"pin:{option.key}"
+    blocked: dict[Any, list[str]] = {}
+    open_: list[Any] = []
+    for alt in alternatives:
+        core = finder.clash([finder.model.c.equals(option.key, alt)], without=(pin,))
+        if core is None:
+            open_.append(alt)
+        else:
+            blocked[alt] = core
+    rules = _core_reasons(problem, blocked)
+    if not open_:
+        return Choice(**base, kind="forced", reasons=rules or [Reason(
+            rule=option.key, detail="no other value is allowed")])
+    best_key = sort_key(metrics)
+    slower, too_big, worse_pref, same = [], [], [], []
+    for alt in open_:
+        neighbour = measure(problem, {**assignment, option.key: alt})
+        if neighbour.broken or neighbour.irrelevant_changed:
+            continue  # possible only with other changes; the optimum already weighed it
+        if not neighbour.fits:
+            too_big.append((alt, neighbour))
+        elif neighbour.time_per_work > metrics.time_per_work:
+            slower.append((alt, neighbour))
+        elif sort_key(neighbour)[:-2] > best_key[:-2]:
+            worse_pref.append((alt, neighbour))
+        else:
+            same.append((alt, neighbour))
+    if slower:
+        alt, n = min(slower, key=lambda p: p[1].time_per_work)
+        pct = float((n.time_per_work / metrics.time_per_work - 1) * 100)
+        detail = f"{option.name}={plain(alt)} fits but is {pct:.1f}% slower"
+        return Choice(**base, kind="speed", reasons=[Reason(rule="speed", detail=detail)]
+                      + _changed_terms(problem, metrics, n) + rules)
+    if too_big:
+        alt, n = min(too_big, key=lambda p: p[1].levels["device"])
+        over = n.levels["device"] - problem.budget_bytes
+        detail = (f"{option.name}={plain(alt)} would need {gib(over):.2f} GiB more than the "
+                  f"budget")
+        return Choice(**base, kind="memory", reasons=[Reason(rule="memory:fit", detail=detail)]
+                      + _grown_terms(problem, metrics, n) + rules)
+    if worse_pref:
+        prefs = [reason(p) for p in problem.items(problem.kb.preferences)
+                 if option.key in _option_refs(p.expr)]
+        return Choice(**base, kind="preference", reasons=prefs or [Reason(
+            rule="preference", detail="a soft preference or lower memory chose it")])
+    if value != option.default:
+        smaller = [(a, n) for a, n in same if n.levels["device"] > metrics.levels["device"]]
+        if smaller:
+            alt, n = min(smaller, key=lambda p: p[1].levels["device"])
+            saved = gib(n.levels["device"] - metrics.levels["device"])
+            return Choice(**base, kind="memory", reasons=[Reason(
+                rule="memory", detail=f"as fast as {option.name}={plain(alt)} and "
+                                      f"{saved:.2f} GiB smaller (ties go to lower memory)")]
+                + _grown_terms(problem, metrics, n))
+    detail = "nothing depends on it" if value == option.default else \
+        "as fast and as small as the alternatives; kept by the tie-breaks"
+    return Choice(**base, kind="default", reasons=[Reason(rule=option.key, detail=detail,
+                                                          source=option.meta.source,
+                                                          location=str(option.meta.span))])
+
+
+def _option_refs(node) -> set[str]:
+    from kbsolve.dsl.ir import options_used
+    return options_used(node)
+
+
+def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reason]:
+    found: dict[str, Reason] = {}
+    for alt, core in blocked.items():
+        for part in core:
+            kind, _, name = part.partition(":")
+            if kind == "rule" and name not in found:
+                found[name] = reason(problem.kb.rules[name], detail=f"rules out {plain(alt)}")
+            elif kind == "when" and part not in found:
+                opt = problem.kb.options[name]
+                found[part] = Reason(rule=f"when:{opt.name}", location=str(opt.meta.span),
+                                     detail=f"{opt.name} only applies when its 'when' condition "
+                                            f"holds; otherwise it keeps its default")
+            elif kind == "memory" and part not in found:
+                found[part] = Reason(rule=part, detail="the memory per GPU must fit the budget")
+            elif kind == "pin" and part not in found:
+                opt = problem.kb.options[name]
+                found[part] = Reason(rule=f"pin:{opt.name}",
+                                     detail=f"you set {opt.name}={plain(problem.pinned[name])}")
+    return list(found.values())
+
+
+def _changed_terms(problem: Problem, plan: Metrics, other: Metrics) -> list[Reason]:
+    out = []
+    for key, value in {**plan.times, **plan.factors}.items():
+        theirs = {**other.times, **other.factors}.get(key)
+        if theirs is not None and theirs != value:
+            out.append(reason(problem.kb.speed[key],
+                              detail=f"{problem.kb.speed[key].name}: {float(value):.4g} -> "
+                                     f"{float(theirs):.4g}"))
+    return out
+
+
+def _grown_terms(problem: Problem, plan: Metrics, other: Metrics) -> list[Reason]:
+    grown = sorted(((other.memory.get(k, Fraction(0)) - v, k) for k, v in plan.memory.items()),
+                   reverse=True)
+    return [reason(problem.kb.memory[k], detail=f"+{gib(d):.2f} GiB")
+            for d, k in grown[:2] if d > 0]

@@ -1,0 +1,70 @@
+"""Minimal fixes for an infeasible query: pins to drop (MaxSAT over soft
+pins, in the spirit of Kconfig's ConfigFix) and hardware that would do."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import z3
+
+from kbsolve.solver.optimize import CoreFinder, Model
+from kbsolve.solver.plan import Fix
+from kbsolve.solver.problem import Problem
+
+MAX_PIN_FIXES = 2
+
+
+def drop_pins(model: Model) -> list[Fix]:
+    """The smallest sets of pins whose removal makes the query feasible."""
+    pins = {name: part for name, part in model.parts.items() if name.startswith("pin:")}
+    if not pins:
+        return []
+    fixes = []
+    blocked: list = []
+    for _ in range(MAX_PIN_FIXES):
+        opt = z3.Optimize(ctx=model.c.ctx)
+        for constraint in model.c.domain_constraints():
+            opt.add(constraint)
+        for name, part in model.parts.items():
+            if name not in pins:
+                opt.add(part)
+        keep = {name: z3.Bool(f"keep:{name}", model.c.ctx) for name in pins}
+        for name, part in pins.items():
+            opt.add(z3.Implies(keep[name], part))
+            opt.add_soft(keep[name], 1)
+        for dropped in blocked:  # another fix must keep one of the pins the last dropped
+            opt.add(z3.Or([keep[n] for n in dropped]))
+        if opt.check() != z3.sat:
+            break
+        result = opt.model()
+        dropped = sorted(n for n in pins if not z3.is_true(result.eval(keep[n])))
+        if not dropped:
+            break
+        blocked.append(dropped)
+        names = [_pin_text(model.p, n) for n in dropped]
+        fixes.append(Fix(kind="drop_pins", drop=names,
+                         description="drop " + ", ".join(names)))
+    return fixes
+
+
+def _pin_text(problem: Problem, part: str) -> str:
+    key = part.split(":", 1)[1]
+    option = problem.kb.options[key]
+    value = problem.pinned[key]
+    shown = str(value).lower() if isinstance(value, bool) else str(value)
+    return f"{option.name}={shown}"
+
+
+def hardware(candidates: list[tuple[str, Callable[[], Problem]]], limit: int = 2) -> list[Fix]:
+    """The first hardware candidates (cheapest first) under which the pins and rules hold."""
+    fixes = []
+    for gpus, build in candidates:
+        try:
+            problem = build()
+        except Exception:  # a candidate the catalog cannot describe is simply skipped
+            continue
+        if CoreFinder(Model(problem)).clash() is None:
+            fixes.append(Fix(kind="hardware", gpus=gpus, description=f"use {gpus}"))
+            if len(fixes) >= limit:
+                break
+    return fixes

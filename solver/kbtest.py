@@ -1,0 +1,117 @@
+"""Run the DSL's own tests (`test NAME { given ... pin ... expect ... }`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kbsolve.diagnostics import KbError
+from kbsolve.dsl.kb import KnowledgeBase, Test
+from kbsolve.solver.evaluate import Evaluator
+from kbsolve.solver.metrics import full_assignment
+from kbsolve.solver.optimize import solve
+from kbsolve.solver.query import Query, resolve
+from kbsolve.solver.report import plain
+
+
+@dataclass
+class TestResult:
+    test: Test
+    passed: bool
+    failures: list[str]
+
+    @property
+    def name(self) -> str:
+        return f"{self.test.framework}.{self.test.name}"
+
+
+def run_tests(kb: KnowledgeBase, select: str | None = None) -> list[TestResult]:
+    results = []
+    for key, test in sorted(kb.tests.items()):
+        if select and select not in key:
+            continue
+        results.append(_run(kb, test))
+    return results
+
+
+def _pin_text(value) -> str:
+    value = plain(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _run(kb: KnowledgeBase, test: Test) -> TestResult:
+    given = {k: plain(v) for k, v in test.given}
+    given.setdefault("framework", test.framework)
+    fields = {k: given[k] for k in ("gpus", "model", "framework", "task", "network", "seq_len",
+                                    "resolution", "frames") if k in given}
+    if "headroom" in given:
+        fields["headroom"] = float(given["headroom"])
+    fields["set"] = [f"{name}={_pin_text(value)}" for name, value in test.pins]
+    try:
+        resolved = resolve(kb, Query(**fields))
+        outcome = solve(resolved.problem)
+    except KbError as error:
+        return TestResult(test, False, [f"the query failed: {error.diagnostics[0].message}"])
+    problem = resolved.problem
+    failures: list[str] = []
+    checks = iter(test.checks)
+    for exp in test.expectations:
+        feasible = outcome.status in ("optimal", "feasible")
+        if exp.kind == "feasible" and not feasible:
+            failures.append(f"expected feasible, got {outcome.status} "
+                            f"(core: {', '.join(outcome.core)})")
+        elif exp.kind == "infeasible":
+            if feasible:
+                failures.append("expected infeasible, got a plan")
+                continue
+            core = {p.split(":", 1)[1] for p in outcome.core if p.startswith("rule:")}
+            missing = [n for n in exp.names if f"{test.framework}.{n}" not in core]
+            if missing:
+                failures.append(f"expected {', '.join(missing)} in the core, got "
+                                f"{', '.join(sorted(outcome.core)) or 'nothing'}")
+        elif exp.kind in ("warning", "no_warning"):
+            if not feasible:
+                failures.append(f"expected a plan to check warning {exp.names[0]}, got "
+                                f"{outcome.status}")
+                continue
+            fired = f"{test.framework}.{exp.names[0]}" in outcome.metrics.warnings
+            if fired != (exp.kind == "warning"):
+                failures.append(f"warning {exp.names[0]} {'did not fire' if not fired else 'fired'}")
+        elif exp.kind == "memory":
+            if not feasible:
+                failures.append(f"expected a plan to check memory, got {outcome.status}")
+                continue
+            level = exp.names[0] if exp.names else "device"
+            value = outcome.metrics.levels[level]
+            low, high = _bytes(exp.low), _bytes(exp.high)
+            if not low <= value <= high:
+                failures.append(f"memory {level} {float(value) / 2**30:.2f} GiB is outside "
+                                f"{float(low) / 2**30:.2f}..{float(high) / 2**30:.2f} GiB")
+        elif exp.kind == "holds":
+            node = next(checks)
+            if not feasible:
+                failures.append(f"expected a plan to check '{_text(exp)}', got {outcome.status}")
+                continue
+            assignment = full_assignment(problem, outcome.chosen)
+            if not Evaluator(kb, test.framework, problem.facts).run(node, assignment):
+                failures.append(f"expected {_text(exp)} (line {exp.span.line})")
+    return TestResult(test, not failures, failures)
+
+
+def _bytes(literal) -> Fraction:
+    from kbsolve.dsl.types import UNITS
+    scale = UNITS[literal.unit][1] if literal.unit else Fraction(1)
+    return literal.value * scale
+
+
+def _text(exp) -> str:
+    return f"expect at {exp.span}"
+
+
+def coverage(kb: KnowledgeBase) -> dict[str, list[str]]:
+    """Rules, warnings and checks with no test naming them."""
+    named = {f"{t.framework}.{n}" for t in kb.tests.values() for e in t.expectations
+             for n in (e.names if e.kind != "memory" else ())}
+    return {"rules": sorted(k for k in kb.rules if k not in named),
+            "warnings": sorted(k for k in kb.warnings if k not in named),
+            "checks": sorted(k for k in kb.checks if k not in named)}

@@ -1,0 +1,113 @@
+"""The plan: what `kbsolve` answers, as a pydantic model (its JSON schema is
+published in docs/plan.schema.json)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+Kind = Literal["forced", "speed", "memory", "preference", "default", "pinned", "fact"]
+
+
+class Reason(BaseModel):
+    rule: str = Field(description="rule, term or pin id")
+    because: str = ""
+    source: str = ""
+    location: str = Field("", description="kb file:line:col")
+    detail: str = ""
+
+
+class Choice(BaseModel):
+    option: str
+    key: str = Field(description="the framework's real key")
+    value: Any
+    kind: Kind
+    reasons: list[Reason]
+
+
+class MemoryItem(BaseModel):
+    term: str
+    gib: float
+    level: str
+    location: str = Field(description="gpu or host")
+    rule: str
+    because: str = ""
+    source: str = ""
+
+
+class PerGpu(BaseModel):
+    allocated: float
+    reserved: float
+    device: float
+
+
+class Memory(BaseModel):
+    per_gpu_gib: PerGpu
+    budget_gib: float
+    gpu_gib: float
+    headroom: float
+    host_gib: float
+    fits: bool
+    breakdown: list[MemoryItem]
+
+
+class Speed(BaseModel):
+    step_time_s: float
+    tokens_per_s: float | None = None
+    samples_per_s: float | None = None
+    throughput: dict[str, float] = Field(default_factory=dict)
+    mfu: float | None = None
+    terms: dict[str, float] = Field(default_factory=dict)
+
+
+class Fix(BaseModel):
+    kind: Literal["drop_pins", "hardware"]
+    description: str
+    drop: list[str] = Field(default_factory=list)
+    gpus: str | None = None
+
+
+class Alternative(BaseModel):
+    changes: dict[str, Any]
+    speed_delta_pct: float
+    memory_delta_gib: float
+
+
+class Warning_(BaseModel):
+    id: str
+    because: str
+    source: str
+    location: str
+
+
+class Plan(BaseModel):
+    status: Status
+    framework: str
+    query: dict[str, Any]
+    gpu: str
+    model: str
+    notes: list[str] = Field(default_factory=list)
+    config: dict[str, Any] = Field(default_factory=dict)
+    memory: Memory | None = None
+    speed: Speed | None = None
+    explanation: list[Choice] = Field(default_factory=list)
+    warnings: list[Warning_] = Field(default_factory=list)
+    core: list[Reason] = Field(default_factory=list)
+    fixes: list[Fix] = Field(default_factory=list)
+    alternatives: list[Alternative] = Field(default_factory=list)
+    launch: str = ""
+
+
+class Estimate(BaseModel):
+    framework: str
+    query: dict[str, Any]
+    gpu: str
+    model: str
+    config: dict[str, Any]
+    feasible: bool
+    broken: list[Reason] = Field(default_factory=list)
+    memory: Memory
+    speed: Speed
+    warnings: list[Warning_] = Field(default_factory=list)

@@ -1,0 +1,141 @@
+"""The user's question, and its resolution against the catalogs and the KB."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kbsolve.catalog import model_from_hf_config
+from kbsolve.catalog.schema import ModelSpec, QueryFacts
+from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
+from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.solver.facts import collect_facts, parse_gpus
+from kbsolve.solver.problem import Problem, build_problem, parse_pin
+
+
+class Query(BaseModel):
+    """What the user asks; every field has a CLI flag of the same name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpus: str = Field(description="COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xA100, 2x8xH100")
+    model: str = Field(description="catalog name or alias, a config.json path, or a YAML spec")
+    framework: str | None = None
+    task: str | None = None
+    network: str | None = None
+    seq_len: int | None = Field(default=None, ge=1)
+    resolution: str | None = Field(default=None, description="HxW, e.g. 480x832")
+    frames: int | None = Field(default=None, ge=1)
+    set: list[str] = Field(default_factory=list, description="pins, key=value")
+    objective: Literal["speed", "memory"] = "speed"
+    headroom: float = Field(default=0.10, ge=0, lt=1)
+    top: int = Field(default=2, ge=0, le=10)
+    timeout: float = Field(default=10.0, gt=0)
+
+
+@dataclass
+class Resolved:
+    query: Query
+    problem: Problem
+    gpu: Any
+    model: ModelSpec
+    network: Any
+    notes: list[str]
+
+    @property
+    def framework(self) -> str:
+        return self.problem.framework
+
+
+def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
+    notes: list[str] = []
+    nodes, per_node, gpu_name = parse_gpus(query.gpus)
+    gpu = kb.catalog.gpu(gpu_name)
+    note = kb.catalog.resolved_alias_note(gpu_name, "gpu")
+    if note:
+        notes.append(f"GPU '{gpu_name}' taken as {gpu.name}: {note}")
+    model = _model(kb, query.model)
+    network = kb.catalog.network(query.network) if query.network else None
+    framework = _framework(kb, query.framework, model)
+    facts_in = _query_facts(query, nodes, per_node)
+    facts = collect_facts(kb, gpu, model, facts_in, network)
+    pins = dict(parse_pin(kb, framework, text) for text in query.set)
+    task_option = kb.frameworks[framework].task_option
+    if query.task is not None:
+        if not task_option:
+            raise KbError(Diagnostic(f"--task: {framework} has no task option"))
+        key, value = parse_pin(kb, framework, f"{task_option}={query.task}")
+        pins.setdefault(key, value)
+    elif task_option:
+        option = kb.options[f"{framework}.{task_option}"]
+        pins.setdefault(option.key, option.default)
+    return Resolved(query, build_problem(kb, framework, facts, pins), gpu, model, network, notes)
+
+
+def _query_facts(query: Query, nodes: int, per_node: int) -> dict[str, Any]:
+    values: dict[str, Any] = {"num_gpus": nodes * per_node, "nodes": nodes,
+                              "gpus_per_node": per_node,
+                              "headroom_pct": int(round(query.headroom * 100))}
+    if query.seq_len is not None:
+        values["seq_len"] = query.seq_len
+    if query.frames is not None:
+        values["frames"] = query.frames
+    if query.resolution is not None:
+        match = re.fullmatch(r"\s*(\d+)\s*[xX*]\s*(\d+)\s*", query.resolution)
+        if not match or min(int(match.group(1)), int(match.group(2))) < 1:
+            raise KbError(Diagnostic(f"--resolution '{query.resolution}' is not HxW "
+                                     f"(for example 480x832)"))
+        values["height"], values["width"] = int(match.group(1)), int(match.group(2))
+    return QueryFacts(**values).model_dump()
+
+
+def _model(kb: KnowledgeBase, text: str) -> ModelSpec:
+    path = Path(text)
+    if path.suffix == ".json" or path.is_dir() or (path.name == "config.json"):
+        target = path / "config.json" if path.is_dir() else path
+        if not target.exists():
+            raise KbError(Diagnostic(f"--model: no such file '{target}'"))
+        return model_from_hf_config(target)
+    if path.suffix in (".yaml", ".yml"):
+        return _model_spec(path)
+    return kb.catalog.model(text)
+
+
+def _model_spec(path: Path) -> ModelSpec:
+    from kbsolve.catalog import load_yaml
+    from pydantic import ValidationError
+    if not path.is_file():
+        raise KbError(Diagnostic(f"--model: no such file '{path}'"))
+    data, positions = load_yaml(path)
+    if not isinstance(data, dict):
+        raise KbError(Diagnostic(f"--model {path}: a model spec is a mapping of fields"))
+    data.setdefault("source", f"user spec {path}")
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "the spec"
+        raise KbError(Diagnostic(f"--model {path}: {field}: {first['msg']}",
+                                 positions.get((first["loc"][0],)) if first["loc"] else None)
+                      ) from None
+
+
+def _framework(kb: KnowledgeBase, wanted: str | None, model: ModelSpec) -> str:
+    if wanted is not None:
+        if wanted not in kb.frameworks:
+            raise KbError(Diagnostic(f"--framework: unknown framework '{wanted}'"
+                                     f"{did_you_mean(wanted, kb.frameworks)}"))
+        fw = kb.frameworks[wanted]
+        if fw.models and model.kind not in fw.models:
+            raise KbError(Diagnostic(f"--framework {wanted} trains {', '.join(fw.models)} "
+                                     f"models, but {model.name} is a {model.kind} model"))
+        return wanted
+    for name, fw in sorted(kb.frameworks.items()):
+        if model.kind in fw.models:
+            return name
+    raise KbError(Diagnostic(f"no framework in the KB trains {model.kind} models like "
+                             f"{model.name}"))

@@ -1,0 +1,95 @@
+"""Metrics to plan sections: memory term by term, speed, config, warnings."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.dsl.kb import KnowledgeBase, Option
+from kbsolve.solver.metrics import Metrics
+from kbsolve.solver.plan import Memory, MemoryItem, PerGpu, Reason, Speed, Warning_
+from kbsolve.solver.problem import Problem
+
+GIB = Fraction(2**30)
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON shows it."""
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else float(value)
+    return value
+
+
+def gib(value: Fraction) -> float:
+    return round(float(value / GIB), 3)
+
+
+def reason(item, detail: str = "") -> Reason:
+    ident = getattr(item, "id", None) or getattr(item, "name", "")
+    return Reason(rule=f"{item.framework}.{ident}", because=item.meta.because,
+                  source=item.meta.source, location=str(item.meta.span), detail=detail)
+
+
+def option_key(kb: KnowledgeBase, option: Option) -> str:
+    """The framework's own key for an option: its emit into the first output file."""
+    files = kb.frameworks[option.framework].files
+    main = files[0].name if files else None
+    for emit in option.emits:
+        if emit.target == main:
+            return emit.key
+    return option.emits[0].key if option.emits else option.name
+
+
+def config(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:
+    kb = problem.kb
+    return {option_key(kb, o): plain(assignment[o.key]) for o in problem.options}
+
+
+def memory(problem: Problem, metrics: Metrics) -> Memory:
+    kb = problem.kb
+    items = []
+    for key, value in list(metrics.memory.items()) + list(metrics.host.items()):
+        term = kb.memory[key]
+        items.append(MemoryItem(term=term.name, gib=gib(value), level=term.level,
+                                location=term.location, rule=key, because=term.meta.because,
+                                source=term.meta.source))
+    gpu_bytes = Fraction(problem.facts.get("gpu.memory_gib", 0))
+    headroom = Fraction(problem.facts.get("query.headroom_pct", 10), 100)
+    return Memory(per_gpu_gib=PerGpu(**{k: gib(v) for k, v in metrics.levels.items()}),
+                  budget_gib=gib(problem.budget_bytes), gpu_gib=gib(gpu_bytes),
+                  headroom=float(headroom), host_gib=gib(sum(metrics.host.values(), Fraction(0))),
+                  fits=metrics.fits, breakdown=items)
+
+
+def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Speed:
+    step = metrics.step_time
+    result = Speed(step_time_s=round(float(step), 6),
+                   terms={k.split(".", 1)[1]: round(float(v), 6)
+                          for k, v in {**metrics.times, **metrics.factors}.items()})
+    if step <= 0:
+        return result
+    flops = Fraction(0)
+    for key, value in metrics.work.items():
+        term = problem.kb.work[key]
+        if term.expr.type.dim == (0, 0, 0):
+            rate = round(float(value / step), 3)
+            result.throughput[term.name] = rate
+            if term.name in ("tokens", "samples"):
+                setattr(result, f"{term.name}_per_s", rate)
+        elif term.expr.type.dim == (0, 1, 0):
+            flops += value
+    peak = problem.kb.frameworks[problem.framework].peak
+    if flops and peak is not None:
+        peak_value = Fraction(problem.evaluator.run(peak, assignment))
+        if peak_value > 0:
+            result.mfu = round(float(flops / step / peak_value), 4)
+    return result
+
+
+def warnings(problem: Problem, metrics: Metrics) -> list[Warning_]:
+    found = []
+    for key in metrics.warnings:
+        w = problem.kb.warnings[key]
+        found.append(Warning_(id=w.id, because=w.meta.because, source=w.meta.source,
+                              location=str(w.meta.span)))
+    return found

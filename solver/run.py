@@ -1,0 +1,157 @@
+"""Query in, Plan out: solve, explain, and on failure find the core and fixes."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.diagnostics import Diagnostic, KbError
+from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.solver import report
+from kbsolve.solver.enumerate import enumerate_best
+from kbsolve.solver.explain import explain
+from kbsolve.solver.fixes import drop_pins, hardware
+from kbsolve.solver.facts import parse_gpus
+from kbsolve.solver.metrics import full_assignment, measure
+from kbsolve.solver.optimize import Outcome, solve
+from kbsolve.solver.plan import Alternative, Estimate, Plan, Reason
+from kbsolve.solver.problem import build_problem
+from kbsolve.solver.query import Query, Resolved, resolve
+
+
+def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
+    resolved = resolve(kb, query)
+    problem = resolved.problem
+    if solver == "enumerate":
+        outcome = enumerate_best(problem)
+        outcome.model = None
+    else:
+        outcome = solve(problem, int(query.timeout * 1000))
+    result = Plan(status=outcome.status, framework=problem.framework,
+                  query=query.model_dump(), gpu=resolved.gpu.name, model=resolved.model.name,
+                  notes=resolved.notes)
+    if outcome.status == "infeasible":
+        result.core = _core(problem, outcome.core)
+        if outcome.model is not None:
+            result.fixes = drop_pins(outcome.model) + hardware(_bigger(kb, resolved))
+        return result
+    if outcome.metrics is None:
+        return result
+    assignment = full_assignment(problem, outcome.chosen)
+    _fill(result, problem, assignment, outcome.metrics)
+    if outcome.model is not None:
+        result.explanation = explain(problem, outcome.model, assignment, outcome.metrics)
+        result.alternatives = _alternatives(problem, outcome, query, result.explanation)
+    return result
+
+
+def _fill(result, problem, assignment, metrics) -> None:
+    result.config = report.config(problem, assignment)
+    result.memory = report.memory(problem, metrics)
+    result.speed = report.speed(problem, metrics, assignment)
+    result.warnings = report.warnings(problem, metrics)
+    result.launch = _launch(problem, assignment)
+
+
+def _launch(problem, assignment) -> str:
+    framework = problem.kb.frameworks[problem.framework]
+    paths = {f.name: f.path for f in framework.files}
+    for launch in framework.launches:
+        if launch.condition is None or problem.evaluator.run(launch.condition, assignment):
+            command = launch.command
+            for name, path in paths.items():
+                command = command.replace("{" + name + "}", path)
+            return command
+    return ""
+
+
+def _core(problem, core: list[str]) -> list[Reason]:
+    reasons = []
+    for part in core:
+        kind, _, name = part.partition(":")
+        if kind == "rule":
+            reasons.append(report.reason(problem.kb.rules[name]))
+        elif kind == "pin":
+            option = problem.kb.options[name]
+            reasons.append(Reason(rule=f"pin:{option.name}",
+                                  detail=f"you set {option.name}="
+                                         f"{report.plain(problem.pinned[name])}"))
+        elif kind == "when":
+            option = problem.kb.options[name]
+            reasons.append(Reason(rule=f"when:{option.name}", location=str(option.meta.span),
+                                  detail=f"{option.name} only applies in some configs"))
+        else:
+            gib = report.gib(problem.budget_bytes)
+            reasons.append(Reason(rule="memory:fit", detail=f"the memory per GPU must fit "
+                                                            f"{gib} GiB (GPU minus headroom)"))
+    return reasons
+
+
+def _bigger(kb: KnowledgeBase, resolved: Resolved):
+    """Hardware to try, cheapest first: more of the same GPU, then bigger GPUs."""
+    query = resolved.query
+    nodes, per_node, _ = parse_gpus(query.gpus)
+    total = nodes * per_node
+    candidates = []
+    for count in (2 * total, 4 * total, 8 * total, 16 * total, 32 * total, 64 * total):
+        if count <= 64:
+            shape = f"{count // 8}x8x{resolved.gpu.name}" if count > 8 else \
+                f"{count}x{resolved.gpu.name}"
+            candidates.append(shape)
+    bigger = sorted((g for g in kb.catalog.gpus.values()
+                     if g.memory_gib > resolved.gpu.memory_gib and g.vendor == resolved.gpu.vendor),
+                    key=lambda g: g.memory_gib)
+    candidates += [f"{nodes}x{per_node}x{g.name}" if nodes > 1 else f"{per_node}x{g.name}"
+                   for g in bigger[:4]]
+    return [(c, lambda c=c: resolve(kb, query.model_copy(update={"gpus": c})).problem)
+            for c in candidates]
+
+
+def _alternatives(problem, outcome: Outcome, query: Query, explanations) -> list[Alternative]:
+    """The next best plans, each differing from the last in some decided option."""
+    if query.top <= 0:
+        return []
+    found = []
+    deciding = {c.option for c in explanations if c.kind in ("speed", "memory")}
+    decided = {k: v for k, v in outcome.chosen.items() if k.split(".", 1)[1] in deciding}
+    blocked = [decided]
+    best = outcome.metrics
+    for _ in range(query.top):
+        other = solve(problem, int(query.timeout * 1000), avoid=blocked)
+        if other.metrics is None or other.status == "infeasible":
+            break
+        blocked.append({k: other.chosen[k] for k in decided})
+        changes = {k.split(".", 1)[1]: report.plain(v) for k, v in other.chosen.items()
+                   if v != outcome.chosen[k]}
+        slower = float((other.metrics.time_per_work / best.time_per_work - 1) * 100) \
+            if best.time_per_work else 0.0
+        found.append(Alternative(changes=changes, speed_delta_pct=round(slower, 2),
+                                 memory_delta_gib=report.gib(other.metrics.levels["device"]
+                                                             - best.levels["device"])))
+    return found
+
+
+def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estimate:
+    """One configuration, no optimisation: unset options take their defaults."""
+    resolved = resolve(kb, query)
+    problem = resolved.problem
+    assignment = dict(problem.fixed)
+    for key in problem.choices:
+        option = kb.options[key]
+        assignment[key] = problem.pinned.get(key, option.default)
+    from kbsolve.solver.problem import parse_pin
+    for text in (f"{k}={v}" for k, v in settings.items()):
+        key, value = parse_pin(kb, problem.framework, text)
+        assignment[key] = value
+    metrics = measure(problem, assignment)
+    broken = [report.reason(kb.rules[k]) for k in metrics.broken]
+    return Estimate(framework=problem.framework, query=query.model_dump(),
+                    gpu=resolved.gpu.name, model=resolved.model.name,
+                    config=report.config(problem, assignment),
+                    feasible=metrics.feasible, broken=broken,
+                    memory=report.memory(problem, metrics),
+                    speed=report.speed(problem, metrics, assignment),
+                    warnings=report.warnings(problem, metrics))
+
+
+__all__ = ["plan", "estimate", "Query"]

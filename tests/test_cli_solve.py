@@ -1,0 +1,137 @@
+"""`kbsolve --gpus ... --model ...`, `estimate` and `kb test` from the command line."""
+
+import json
+import subprocess
+
+import pytest
+
+from kbsolve.cli.main import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_prints_config_memory_and_speed(capsys):
+    code, out, err = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0")
+    assert code == 0
+    assert "kbsolve: optimal" in out
+    assert "Memory per GPU" in out and "Speed:" in out and "tokens/s" in out
+    assert "finetuning_type" in out and "[forced]" in out
+
+
+def test_alias_choice_is_stated(capsys):
+    code, out, _ = run(capsys, "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "0")
+    assert code == 0
+    assert "GPU 'A100' taken as A100-80G-SXM" in out
+
+
+def test_infeasible_exits_1_with_core_and_fixes(capsys):
+    code, out, _ = run(capsys, "--gpus", "8xA100", "--model", "qwen3-8b",
+                       "--set", "use_unsloth=true", "--set", "deepspeed=z3")
+    assert code == 1
+    assert "P18: Unsloth is incompatible with DeepSpeed ZeRO-3" in out
+    assert "drop deepspeed=z3" in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "markdown"])
+def test_formats(capsys, fmt):
+    code, out, _ = run(capsys, "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "0",
+                       "--format", fmt)
+    assert code == 0
+    if fmt == "json":
+        assert json.loads(out)["status"] == "optimal"
+    elif fmt == "yaml":
+        assert "status: optimal" in out
+    else:
+        assert out.startswith("# kbsolve plan")
+
+
+def test_explain_one_option(capsys):
+    code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
+                       "--explain", "quantization_bit")
+    assert code == 0
+    assert out.startswith("quantization_bit = 4")
+    assert "Memory terms in this plan" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--gpus", "8xA10O", "--model", "qwen3-8b"], "did you mean"),
+    (["--gpus", "0xA100", "--model", "qwen3-8b"], "at least 1"),
+    (["--gpus", "8x", "--model", "qwen3-8b"], "names no GPU type"),
+    (["--gpus", "-1xH100", "--model", "qwen3-8b"], "--gpus"),
+    (["--gpus", "8xA100", "--model", "qwen3-8c"], "did you mean 'qwen3-8b'"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "lora_rnk=16"], "did you mean 'lora_rank'"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "lora_rank=7"], "outside the domain"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "lora_rank"], "not key=value"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "use_liger=true"],
+     "the real option is 'enable_liger_kernel'"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "quantization_method=bitsandbytes"],
+     "use 'bnb'"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--framework", "flowfactory"], "unknown framework"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--task", "sftt"], "did you mean 'sft'"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--resolution", "480by832"], "HxW"),
+    (["--gpus", "8xA100", "--model", "missing/config.json"], "no such file"),
+    (["--gpus", "8xA100"], "missing --model"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--headroom", "1.5"], "--headroom"),
+])
+def test_bad_input_exits_2_with_one_clear_line(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err + out
+
+
+def test_bad_config_json_names_the_field(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096}))
+    code, _, err = run(capsys, "--gpus", "8xA100", "--model", str(path))
+    assert code == 2
+    assert "num_hidden_layers" in err
+
+
+def test_estimate_command(capsys):
+    code, out, _ = run(capsys, "estimate", "--gpus", "8xA100", "--model", "qwen3-8b",
+                       "--set", "deepspeed=z2")
+    assert code == 0
+    assert "Memory per GPU" in out and "optimizer_states" in out
+
+
+def test_estimate_of_a_broken_config_exits_1(capsys):
+    code, out, _ = run(capsys, "estimate", "--gpus", "8xA100", "--model", "qwen3-8b",
+                       "--set", "use_unsloth=true", "--set", "deepspeed=z3")
+    assert code == 1
+    assert "breaks rules" in out and "P18" in out
+
+
+def test_tiny_timeout_exits_3_or_plans(capsys):
+    code, out, err = run(capsys, "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "0",
+                         "--timeout", "0.01")
+    assert code in (0, 3)
+    assert "Traceback" not in err
+
+
+def test_kb_test_command_in_a_subprocess():
+    done = subprocess.run(["kbsolve", "kb", "test", "-k", "unsloth", "--coverage"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS  llamafactory.unsloth_refuses_zero3" in done.stdout
+    assert "untested rules: 0" in done.stdout
+
+
+def test_enumerate_solver_agrees_on_a_pinned_query(capsys):
+    pins = []
+    for pin in ("stage=sft", "finetuning_type=lora", "quantization_bit=4", "deepspeed=none",
+                "bf16=true", "fp16=false", "pure_bf16=false", "fp8=false", "use_galore=false",
+                "use_apollo=false", "use_badam=false", "neat_packing=true",
+                "quantization_method=bnb", "double_quantization=true", "lora_rank=8",
+                "disable_gradient_checkpointing=false", "per_device_train_batch_size=1"):
+        pins += ["--set", pin]
+    base = ["--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0", "--format", "json"] + pins
+    _, by_z3, _ = run(capsys, *base)
+    _, by_brute, _ = run(capsys, *base, "--solver", "enumerate")
+    z3_plan, brute_plan = json.loads(by_z3), json.loads(by_brute)
+    assert z3_plan["speed"]["step_time_s"] == brute_plan["speed"]["step_time_s"]
+    assert z3_plan["memory"]["per_gpu_gib"] == brute_plan["memory"]["per_gpu_gib"]

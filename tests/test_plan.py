@@ -1,0 +1,160 @@
+"""Plans from the API: explanations, cores, fixes that really work, estimates, emission."""
+
+import json
+
+import pytest
+import yaml
+
+from kbsolve import api
+from kbsolve.solver.kbtest import coverage, run_tests
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb()
+
+
+def test_plan_is_optimal_and_every_option_has_a_reason(kb):
+    plan = api.solve({"gpus": "1x4090", "model": "qwen3-8b", "top": 0}, kb)
+    assert plan.status == "optimal"
+    assert plan.memory.fits and plan.memory.per_gpu_gib.device <= plan.memory.budget_gib
+    options = {o.name for o in kb.options.values() if o.framework == "llamafactory"}
+    assert {c.option for c in plan.explanation} == options
+    assert all(c.reasons for c in plan.explanation)
+    kinds = {c.option: c.kind for c in plan.explanation}
+    assert kinds["stage"] == "pinned"  # the task defaults to the stage's default
+    assert kinds["cutoff_len"] == "fact"
+    assert kinds["use_unsloth"] == "speed"
+
+
+def test_speed_reason_names_the_slower_alternative(kb):
+    plan = api.solve({"gpus": "1x4090", "model": "qwen3-8b", "top": 0}, kb)
+    choice = next(c for c in plan.explanation if c.option == "flash_attn")
+    assert choice.value == "fa2" and choice.kind == "speed"
+    assert "slower" in choice.reasons[0].detail
+    assert any(r.rule == "llamafactory.attention" and r.source for r in choice.reasons)
+    liger = next(c for c in plan.explanation if c.option == "enable_liger_kernel")
+    assert liger.kind == "memory" and "smaller" in liger.reasons[0].detail
+
+
+def test_memory_breakdown_sums_to_the_levels(kb):
+    plan = api.solve({"gpus": "8xA100", "model": "qwen3-8b", "top": 0}, kb)
+    gpu_terms = [m for m in plan.memory.breakdown if m.location == "gpu"]
+    total = sum(m.gib for m in gpu_terms)
+    assert abs(total - plan.memory.per_gpu_gib.device) < 0.01
+    allocated = sum(m.gib for m in gpu_terms if m.level == "allocated")
+    assert abs(allocated - plan.memory.per_gpu_gib.allocated) < 0.01
+    assert all(m.source for m in plan.memory.breakdown)
+
+
+@pytest.mark.parametrize("gpus, pins, rule", [
+    ("8xA100", ["use_unsloth=true", "deepspeed=z3"], "P18"),
+    ("8xA100", ["flash_attn=fa3"], "HW_FA3"),
+    ("8xH100", ["fp8=true", "quantization_bit=4"], "P16"),
+])
+def test_refused_pins_name_the_rule_and_its_reason(kb, gpus, pins, rule):
+    plan = api.solve({"gpus": gpus, "model": "qwen3-8b", "set": pins}, kb)
+    assert plan.status == "infeasible"
+    rules = {r.rule: r for r in plan.core}
+    assert f"llamafactory.{rule}" in rules
+    assert rules[f"llamafactory.{rule}"].because
+    assert rules[f"llamafactory.{rule}"].location.startswith("kb/") or "kb" in \
+        rules[f"llamafactory.{rule}"].location
+    assert {f"pin:{p.split('=')[0]}" for p in pins} <= set(rules)
+
+
+def test_every_fix_really_makes_the_query_feasible(kb):
+    query = {"gpus": "8xA100", "model": "qwen3-8b", "set": ["use_unsloth=true", "deepspeed=z3"],
+             "top": 0}
+    plan = api.solve(query, kb)
+    assert plan.fixes
+    for fix in plan.fixes:
+        assert fix.kind == "drop_pins"
+        kept = [p for p in query["set"] if p not in fix.drop]
+        assert api.solve({**query, "set": kept}, kb).status == "optimal"
+
+
+def test_hardware_fix_for_a_model_too_big_for_the_gpu(kb):
+    query = {"gpus": "1x4090", "model": "llama3-70b", "set": ["finetuning_type=full"], "top": 0}
+    plan = api.solve(query, kb)
+    assert plan.status == "infeasible"
+    assert [r.rule for r in plan.core] == ["memory:fit"]
+    hardware = [f for f in plan.fixes if f.kind == "hardware"]
+    assert hardware
+    for fix in hardware:
+        assert api.solve({**query, "gpus": fix.gpus}, kb).status == "optimal"
+
+
+def test_alternatives_are_slower_or_bigger(kb):
+    plan = api.solve({"gpus": "8xH100", "model": "llama3-8b", "top": 2}, kb)
+    assert plan.alternatives
+    for alt in plan.alternatives:
+        assert alt.changes
+        assert alt.speed_delta_pct >= 0
+
+
+def test_json_is_deterministic(kb):
+    query = {"gpus": "8xA100", "model": "qwen3-8b", "top": 1}
+    first = api.solve(query, kb).model_dump_json()
+    assert api.solve(query, kb).model_dump_json() == first
+    data = json.loads(first)
+    for key in ("status", "framework", "query", "config", "memory", "speed", "explanation",
+                "core", "fixes", "alternatives"):
+        assert key in data
+
+
+def test_estimate_uses_defaults_and_reports_broken_rules(kb):
+    estimate = api.estimate({"gpus": "8xA100", "model": "qwen3-8b"},
+                            {"use_unsloth": "true", "deepspeed": "z3"}, kb)
+    assert not estimate.feasible
+    assert [r.rule for r in estimate.broken] == ["llamafactory.P18"]
+    assert estimate.config["deepspeed"] == "z3"
+    assert estimate.memory.breakdown and estimate.speed.step_time_s > 0
+
+
+def test_estimate_of_defaults_matches_the_defaults(kb):
+    estimate = api.estimate({"gpus": "1xH100", "model": "qwen3-8b"}, {}, kb)
+    for option in kb.options.values():
+        if option.framework == "llamafactory" and option.source_expr is None:
+            key = next((e.key for e in option.emits if e.target == "main"), option.name)
+            value = estimate.config[key]
+            assert value == (float(option.default) if hasattr(option.default, "denominator")
+                             and option.default.denominator != 1 else
+                             int(option.default) if hasattr(option.default, "denominator")
+                             and not isinstance(option.default, bool) else option.default)
+
+
+def test_emitted_yaml_has_only_real_keys(kb, tmp_path):
+    plan = api.solve({"gpus": "8xH100", "model": "llama3-70b", "set": ["finetuning_type=full"],
+                      "top": 0}, kb)
+    written = api.emit(plan, str(tmp_path), kb)
+    assert {p.rsplit("/", 1)[1] for p in written} == {"train.yaml", "ds_config.json", "run.sh"}
+    config = yaml.safe_load((tmp_path / "train.yaml").read_text())
+    declared = {e.key for o in kb.options.values() if o.framework == "llamafactory"
+                for e in o.emits if e.target == "main"}
+    assert set(config) <= declared
+    assert "lora_rank" not in config  # its `when` is false under full fine-tuning
+    assert config["deepspeed"] == "ds_config.json"
+    ds = json.loads((tmp_path / "ds_config.json").read_text())
+    assert ds["zero_optimization"]["stage"] == 3
+    assert "FORCE_TORCHRUN=1" in (tmp_path / "run.sh").read_text()
+
+
+def test_shipped_kb_tests_all_pass_and_cover_every_rule(kb):
+    results = run_tests(kb)
+    failed = {r.name: r.failures for r in results if not r.passed}
+    assert not failed
+    missing = coverage(kb)
+    assert missing["rules"] == [] and missing["warnings"] == []
+
+
+def test_model_from_a_hugging_face_config(kb, tmp_path):
+    config = {"model_type": "llama", "num_hidden_layers": 16, "hidden_size": 2048,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
+              "vocab_size": 128256, "max_position_embeddings": 131072,
+              "tie_word_embeddings": True, "_name_or_path": "meta-llama/Llama-3.2-1B"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    plan = api.solve({"gpus": "1x4090", "model": str(path), "top": 0}, kb)
+    assert plan.status == "optimal"
+    assert plan.config["model_name_or_path"] == "meta-llama/Llama-3.2-1B"
