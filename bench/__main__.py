@@ -6,15 +6,17 @@ import json
 import time
 from pathlib import Path
 
-from bench import kb_load
+from bench import kb_load, solve
 from bench.machine import describe
 
 
 def main() -> None:
     results = {"machine": describe(), "date": time.strftime("%Y-%m-%d"),
-               "kb_load": kb_load.measure()}
-    width = max(len(k) for k in results["kb_load"])
-    for key, value in results["kb_load"].items():
+               "kb_load": kb_load.measure(), "cli": solve.cold_cli(), "warm": solve.warm(),
+               "z3_vs_enumerator": solve.versus_enumerator()}
+    rows = [(k, v) for section in list(results.values())[2:] for k, v in section.items()]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
         print(f"{key.ljust(width)}  {value}")
     out = Path(__file__).with_name("results.json")
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -22,7 +22,7 @@ from kbsolve.dsl import ir
 from kbsolve.solver.problem import Problem
 
 MAX_VALUES = 512
-MAX_TABLE = 256  # a term over at most this many option combinations becomes a table
+MAX_TABLE = 2048  # a term over at most this many option combinations becomes a table
 
 
 class Compiler:

@@ -79,9 +79,11 @@ def _implies(run, args):
     return (not run.eval(args[0])) or bool(run.eval(args[1]))
 
 
-def _div(a, b):
+def _div_node(run, node):
+    a, b = run.eval(node.args[0]), run.eval(node.args[1])
     if b == 0:
-        return Fraction(0)  # guarded in the model: a zero divisor contributes nothing
+        raise KbError(Diagnostic("division by zero: a fact or option in this formula is 0 for "
+                                 "this query", node.span, code="div-zero"))
     return Fraction(a) / Fraction(b)
 
 
@@ -103,7 +105,7 @@ _OPS = {
     "+": _strict(lambda a, b: Fraction(a) + Fraction(b)),
     "-": _strict(lambda a, b: Fraction(a) - Fraction(b)),
     "*": _strict(lambda a, b: Fraction(a) * Fraction(b)),
-    "/": _strict(_div), "%": _strict(_mod),
+    "/": _div_node, "%": _strict(_mod),
     "==": _strict(_eq), "!=": _strict(lambda a, b: a != b),
     "<": _strict(lambda a, b: a < b), "<=": _strict(lambda a, b: a <= b),
     ">": _strict(lambda a, b: a > b), ">=": _strict(lambda a, b: a >= b),

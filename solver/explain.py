@@ -77,7 +77,8 @@ def _decided(problem: Problem, finder: CoreFinder, option, value, assignment, me
             same.append((alt, neighbour))
     if slower:
         alt, n = min(slower, key=lambda p: p[1].time_per_work)
-        pct = float((n.time_per_work / metrics.time_per_work - 1) * 100)
+        pct = float((n.time_per_work / metrics.time_per_work - 1) * 100) \
+            if metrics.time_per_work else 100.0
         detail = f"{option.name}={plain(alt)} fits but is {pct:.1f}% slower"
         return Choice(**base, kind="speed", reasons=[Reason(rule="speed", detail=detail)]
                       + _changed_terms(problem, metrics, n) + rules)

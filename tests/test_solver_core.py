@@ -4,6 +4,8 @@ import random
 from fractions import Fraction
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kbsolve.catalog.schema import QueryFacts
 from kbsolve.dsl import load_kb
@@ -28,20 +30,22 @@ def problem_for(kb, gpus, model, pins):
     return build_problem(kb, FW, facts, {f"{FW}.{k}": v for k, v in pins.items()})
 
 
-def small_random_problem(kb, seed):
-    """Pin all but four random options, so that brute force stays cheap."""
+def small_random_problem(kb, seed, free_count=4):
+    """Pin all but a few random options, so that brute force stays cheap."""
     rng = random.Random(seed)
     gpus = rng.choice(["1x4090", "8xA100", "8xH100", "1xT4", "4xL40S"])
     model = rng.choice(["qwen3-8b", "llama3-8b", "qwen2.5-7b"])
     options = [o for o in kb.options.values() if o.framework == FW and o.domain is not None]
-    free = set(o.name for o in rng.sample(options, 4))
+    free = set(o.name for o in rng.sample(options, free_count))
     pins = {o.name: rng.choice(o.domain) for o in options if o.name not in free}
     return problem_for(kb, gpus, model, pins)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_z3_optimum_equals_enumerator(kb, seed):
-    problem = small_random_problem(kb, seed)
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**9), free_count=st.integers(2, 5))
+def test_z3_optimum_equals_enumerator(kb, seed, free_count):
+    problem = small_random_problem(kb, seed, free_count)
     by_z3 = solve(problem)
     by_brute = enumerate_best(problem)
     assert (by_z3.status == "infeasible") == (by_brute.status == "infeasible")
