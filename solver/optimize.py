@@ -129,7 +129,7 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
             best = solver.model()
             value = best.eval(term, model_completion=True)
         solver.pop()
-        solver.add(term == value)
+        solver.add(term <= value if sense == "min" else term >= value)
         if not complete:
             break
     chosen = model.c.decode(best)
