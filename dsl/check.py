@@ -73,7 +73,8 @@ class _Checker:
             for decl in module.decls:
                 self.metas[id(decl)] = clauses.meta_of(
                     decl, module.name, self.sink,
-                    has_numbers=decl.expr is not None and _has_numbers(decl.expr))
+                    has_numbers=decl.expr is not None and _has_numbers(decl.expr),
+                    frameworks=tuple(sorted(self.tables.frameworks)))
         facts = self._facts()
         self._option_types()
         self.resolver = Resolver(self._symbols(), self.sink)

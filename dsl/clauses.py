@@ -41,7 +41,8 @@ ALLOWED: dict[str, set[str]] = {
 NEEDS_REASON = {"rule", "warn", "prefer", "memory", "speed", "work"}
 NEEDS_SOURCE = NEEDS_REASON | {"category", "check", "framework"}
 
-SOURCE_KINDS = ("seed", "reference", "llamafactory", "flowfactory", "deepspeed", "peft",
+# Generic kinds; every framework declared in the KB is a kind too (its repository).
+SOURCE_KINDS = ("seed", "reference", "deepspeed", "peft",
                 "transformers", "accelerate", "pytorch", "paper", "datasheet", "hf", "url",
                 "fitted", "measured", "estimate", "issue", "docs", "kb")
 _SOURCE_RE = re.compile(r"^([a-z][a-z0-9_-]*):\s*\S")
@@ -74,7 +75,8 @@ def article(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeio" else f"a {kind}"
 
 
-def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: bool) -> Meta:
+def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: bool,
+            frameworks: tuple[str, ...] = ()) -> Meta:
     """The Meta of a declaration, reporting a missing because or source."""
     doc = _text(decl, "doc")
     because = _text(decl, "because")
@@ -91,7 +93,7 @@ def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: b
         sink.error(f"{decl.kind} '{decl.name}' has no 'source'", decl.name_span,
                    code="no-source", hint='add: source "seed:002#A" (or reference:, paper:, ...)')
     if source:
-        _check_source(decl, source, sink)
+        _check_source(decl, source, sink, SOURCE_KINDS + tuple(frameworks))
     if versions:
         try:
             SpecifierSet(versions)
@@ -101,7 +103,7 @@ def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: b
     return Meta(decl.span, module, doc, because, source, versions)
 
 
-def _check_source(decl: ast.Decl, source: str, sink: DiagnosticSink) -> None:
+def _check_source(decl: ast.Decl, source: str, sink: DiagnosticSink, kinds) -> None:
     match = _SOURCE_RE.match(source)
     span = decl.clause("source").span
     if not match:
@@ -109,10 +111,10 @@ def _check_source(decl: ast.Decl, source: str, sink: DiagnosticSink) -> None:
                    span, code="source-kind")
         return
     kind = match.group(1)
-    if kind not in SOURCE_KINDS:
-        sink.error(f"unknown source kind '{kind}'{did_you_mean(kind, SOURCE_KINDS)}",
+    if kind not in kinds:
+        sink.error(f"unknown source kind '{kind}'{did_you_mean(kind, kinds)}",
                    span, code="source-kind",
-                   hint="kinds: " + ", ".join(SOURCE_KINDS))
+                   hint="kinds: " + ", ".join(kinds))
 
 
 def _text(decl: ast.Decl, kind: str) -> str:
