@@ -158,3 +158,11 @@ def test_model_from_a_hugging_face_config(kb, tmp_path):
     plan = api.solve({"gpus": "1x4090", "model": str(path), "top": 0}, kb)
     assert plan.status == "optimal"
     assert plan.config["model_name_or_path"] == "meta-llama/Llama-3.2-1B"
+
+
+def test_top_level_api():
+    import kbsolve
+    plan = kbsolve.solve({"gpus": "1xH100", "model": "qwen3-8b", "top": 0})
+    assert plan.status == "optimal"
+    assert kbsolve.estimate({"gpus": "1xH100", "model": "qwen3-8b"}, {}).memory.fits in (True,
+                                                                                          False)
