@@ -164,5 +164,5 @@ def test_top_level_api():
     import kbsolve
     plan = kbsolve.solve({"gpus": "1xH100", "model": "qwen3-8b", "top": 0})
     assert plan.status == "optimal"
-    assert kbsolve.estimate({"gpus": "1xH100", "model": "qwen3-8b"}, {}).memory.fits in (True,
-                                                                                          False)
+    estimate = kbsolve.estimate({"gpus": "1xH100", "model": "qwen3-8b"}, {"lora_rank": "16"})
+    assert estimate.memory.fits and estimate.config["lora_rank"] == 16
