@@ -6,14 +6,16 @@ import json
 import time
 from pathlib import Path
 
-from bench import kb_load, solve
+from bench import accuracy, kb_load, solve
 from bench.machine import describe
 
 
 def main() -> None:
     results = {"machine": describe(), "date": time.strftime("%Y-%m-%d"),
                "kb_load": kb_load.measure(), "cli": solve.cold_cli(), "warm": solve.warm(),
-               "z3_vs_enumerator": solve.versus_enumerator()}
+               "z3_vs_enumerator": solve.versus_enumerator(),
+               "memory_accuracy": {k: v for k, v in accuracy.summarise(accuracy.evaluate()).items()
+                                   if k != "worst_rows"}}
     rows = [(k, v) for section in list(results.values())[2:] for k, v in section.items()]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

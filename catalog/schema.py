@@ -106,6 +106,7 @@ class ModelSpec(CatalogEntry):
     family: str = Field(min_length=1)
     model_type: str = Field(min_length=1)
     hf_id: Optional[str] = None  # Hugging Face repo id, written as the checkpoint to load
+    mlp: Literal["swiglu", "gelu"] = "swiglu"  # gated (3 matrices) or plain (2 matrices) MLP
     params_b: float = Field(gt=0)  # total parameters, billions
     # LLM shape
     layers: Optional[int] = _Pos

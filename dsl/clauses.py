@@ -93,7 +93,7 @@ def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: b
         sink.error(f"{decl.kind} '{decl.name}' has no 'source'", decl.name_span,
                    code="no-source", hint='add: source "seed:002#A" (or reference:, paper:, ...)')
     if source:
-        _check_source(decl, source, sink, SOURCE_KINDS + tuple(frameworks))
+        _check_source(decl, source, sink, tuple(dict.fromkeys(SOURCE_KINDS + tuple(frameworks))))
     if versions:
         try:
             SpecifierSet(versions)

@@ -1,0 +1,217 @@
+"""Memory accuracy against published measurements (../shared/data/memory_measurements.yaml).
+
+Each LLM row becomes a `kbsolve estimate` of the generic `pytorch` framework with
+the row's settings, compared at the level the row measured (allocated, reserved
+or device). Beside it: two public baselines on the same rows, weights x 4
+(accelerate's estimate-memory rule of thumb for Adam training) and model states
+only (DeepSpeed's formula). Rows the model cannot express (adapters other than
+LoRA, diffusion and video runs) are counted and listed as skipped.
+
+    python bench/accuracy.py [--data PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "memory_measurements.yaml"
+GIB = 2**30
+GPU_NAMES = {"A100-40GB": "A100-40G-SXM", "A100-80GB": "A100-80G-SXM", "A100": "A100-80G-SXM",
+             "RTX4090": "RTX-4090", "L40S": "L40S", "A6000": "RTX-A6000",
+             "unknown": "A100-80G-SXM"}
+LEVEL = {"allocated": "allocated", "active": "allocated", "reserved": "reserved",
+         "reserved-p99": "reserved", "nvidia-smi": "device", "unknown": "allocated"}
+TARGETS = {
+    ("q_proj", "v_proj"): "qv",
+    ("k_proj", "q_proj", "v_proj"): "qkv",
+    ("down_proj", "gate_proj", "up_proj"): "mlp",
+    ("down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"): "all",
+    ("down_proj", "gate_proj", "o_proj", "q_proj", "up_proj", "v_proj"): "all",
+    ("down_proj", "gate_proj", "k_proj", "lm_head", "o_proj", "q_proj", "up_proj",
+     "v_proj"): "all_lm_head",
+}
+METHODS = {"lora": "lora", "dora": "lora", "qlora": "qlora", "full": "full"}
+OPTIMIZERS = {"adamw": "adamw", "adamw-fused": "adamw", "adamw8bit": "adamw8bit",
+              "paged-adamw": "paged-adamw", "paged-adamw8bit": "paged-adamw8bit",
+              "cpu-offload-adamw": "cpu-offload-adamw"}
+SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp",
+            "fsdp-full-shard+cpu-offload": "fsdp-offload"}
+POWERS = [1, 2, 4, 8, 16, 32, 64]
+
+
+def model_spec(name: str, m: dict) -> dict:
+    return {"name": name, "kind": "llm", "family": name.split("-")[0], "model_type": name,
+            "hf_id": m.get("hf_id"), "params_b": m["params_b"], "layers": m["num_hidden_layers"],
+            "hidden": m["hidden_size"], "heads": m["num_attention_heads"],
+            "kv_heads": m.get("num_key_value_heads", m["num_attention_heads"]),
+            "intermediate": m.get("intermediate_size", 4 * m["hidden_size"]),
+            "vocab": m["vocab_size"], "tied_embeddings": bool(m.get("tie_word_embeddings")),
+            "max_positions": m.get("max_position_embeddings", 2048),
+            "mlp": "swiglu" if m.get("mlp") == "swiglu" else "gelu",
+            "source": "shared/data/memory_measurements.yaml"}
+
+
+def settings_for(row: dict) -> dict | None:
+    """The row as pytorch-framework settings, or None when it cannot be expressed."""
+    method = METHODS.get(row["method"])
+    sharding = SHARDING.get(row.get("distributed", "none"))
+    optimizer = OPTIMIZERS.get(row.get("optimizer"))
+    if None in (method, sharding, optimizer) or row.get("micro_batch") not in POWERS:
+        return None
+    out = {"method": method, "precision": row.get("precision", "bf16-true"),
+           "optimizer": optimizer,
+           "optimizer_in_backward": str(bool(row.get("optimizer_in_backward"))).lower(),
+           "gradient_checkpointing": "none" if row.get("gradient_checkpointing") == "none"
+           else "full",
+           "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
+           "micro_batch": str(row["micro_batch"]), "sharding": sharding}
+    if method != "full":
+        lora = row.get("lora") or {}
+        targets = lora.get("targets")
+        key = "all" if targets in (None, "all-linear") else TARGETS.get(tuple(sorted(targets)))
+        if key is None:
+            return None
+        out.update(lora_rank=str(lora.get("rank", 8)), lora_targets=key,
+                   lora_dropout=str(bool(lora.get("dropout", 0.05))).lower())
+    return out
+
+
+def measured_gib(row: dict) -> float | None:
+    if row.get("peak") is None:
+        return None
+    scale = {"GB": 1e9, "GiB": GIB, "MB": 1e6, "MiB": 2**20}[row.get("unit", "GB")]
+    return row["peak"] * scale / GIB
+
+
+def evaluate(data_path: Path = DATA) -> dict:
+    from kbsolve import api
+    from kbsolve.diagnostics import KbError
+    data = yaml.safe_load(data_path.read_text())
+    kb = api.load_kb()
+    models = data["models"]
+    results, skipped = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for row in data["measurements"]:
+            model = models[row["model"]]
+            settings = settings_for(row) if model.get("kind") == "llm" else None
+            if settings is None or row.get("duplicate_of"):
+                skipped.append((row["id"], row.get("method"), model.get("kind")))
+                continue
+            spec = Path(tmp) / f"{row['model']}.yaml"
+            if not spec.exists():
+                spec.write_text(yaml.safe_dump(model_spec(row["model"], model)))
+            gpu = GPU_NAMES.get(row.get("emulated_gpu") or row["gpu"], "A100-80G-SXM")
+            query = {"gpus": f"{row['gpus']}x{gpu}", "model": str(spec), "framework": "pytorch",
+                     "seq_len": row.get("seq_len") or 2048, "headroom": 0.0}
+            try:
+                estimate = api.estimate(query, settings, kb)
+            except KbError as error:
+                skipped.append((row["id"], f"error: {error.diagnostics[0].message}", ""))
+                continue
+            results.append(_compare(row, estimate, model))
+    return {"rows": results, "skipped": skipped}
+
+
+def _compare(row: dict, estimate, model: dict) -> dict:
+    level = LEVEL.get(row.get("metric"), "allocated")
+    levels = estimate.memory.per_gpu_gib.model_dump()
+    predicted = levels[level]
+    params = model["params_b"] * 1e9
+    trainable = params if row["method"] == "full" else 0.01 * params
+    weight_bytes = 0.516 if row["method"] == "qlora" else 2
+    shards = row["gpus"] if row.get("distributed", "none").startswith("fsdp") else 1
+    accelerate = params * 2 * 4 / GIB
+    deepspeed = (params * weight_bytes + trainable * 16) / shards / GIB
+    out = {"id": row["id"], "source": row["id"].split("-")[0], "metric": row.get("metric"),
+           "level": level, "measured": measured_gib(row), "predicted": round(predicted, 3),
+           "accelerate": round(accelerate, 3), "deepspeed": round(deepspeed, 3),
+           "outcome": row.get("outcome"), "gpu_gib": estimate.memory.gpu_gib,
+           "predicted_fits": levels["device"] <= estimate.memory.gpu_gib}
+    tput = row.get("throughput") or {}
+    if tput.get("unit") == "tok/s/gpu":
+        out["tokens_per_s_gpu"] = tput["value"]
+        out["predicted_tokens_per_s_gpu"] = (estimate.speed.tokens_per_s or 0) / row["gpus"]
+    return out
+
+
+def _mape(pairs) -> float | None:
+    pairs = [(m, p) for m, p in pairs if m]
+    return round(100 * statistics.mean(abs(p - m) / m for m, p in pairs), 1) if pairs else None
+
+
+def _spearman(xs, ys) -> float | None:
+    if len(xs) < 3:
+        return None
+
+    def ranks(values):
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        r = [0.0] * len(values)
+        for rank, i in enumerate(order):
+            r[i] = rank
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    return round(1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry)) / (n * (n * n - 1)), 3)
+
+
+def summarise(result: dict) -> dict:
+    rows = [r for r in result["rows"] if r["measured"] is not None]
+    known = [r for r in rows if r["metric"] != "unknown"]
+    summary = {"rows_compared": len(rows), "rows_known_metric": len(known),
+               "rows_skipped": len(result["skipped"])}
+    for name, subset in (("all", rows), ("known_metric", known)):
+        summary[f"mape_{name}_pct"] = _mape((r["measured"], r["predicted"]) for r in subset)
+        summary[f"accelerate_mape_{name}_pct"] = _mape((r["measured"], r["accelerate"])
+                                                       for r in subset)
+        summary[f"deepspeed_mape_{name}_pct"] = _mape((r["measured"], r["deepspeed"])
+                                                      for r in subset)
+    by_source = {}
+    for r in rows:
+        by_source.setdefault(r["source"], []).append((r["measured"], r["predicted"]))
+    summary["mape_by_source_pct"] = {k: _mape(v) for k, v in sorted(by_source.items())}
+    under = [r for r in rows if r["predicted"] < 0.9 * r["measured"]]
+    summary["under_predicted_by_10pct_share"] = round(len(under) / len(rows), 3) if rows else None
+    oom = [r for r in result["rows"] if r["outcome"] == "oom"]
+    summary["oom_rows"] = len(oom)
+    summary["oom_agreement_pct"] = round(100 * sum(not r["predicted_fits"] for r in oom)
+                                         / len(oom), 1) if oom else None
+    tput = [r for r in result["rows"] if "tokens_per_s_gpu" in r]
+    summary["throughput_rows"] = len(tput)
+    summary["throughput_spearman"] = _spearman([r["tokens_per_s_gpu"] for r in tput],
+                                               [r["predicted_tokens_per_s_gpu"] for r in tput])
+    worst = sorted(rows, key=lambda r: -abs(r["predicted"] - r["measured"]) / r["measured"])[:8]
+    summary["worst_rows"] = [(r["id"], r["metric"], round(r["measured"], 2), r["predicted"])
+                             for r in worst]
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = evaluate(args.data)
+    summary = summarise(result)
+    if args.json:
+        print(json.dumps({"summary": summary, **result}, indent=2))
+        return
+    for key, value in summary.items():
+        print(f"{key}: {value}")
+    if math.isfinite(len(result["skipped"])):
+        kinds = {}
+        for _, method, kind in result["skipped"]:
+            kinds[f"{kind or ''} {method}".strip()] = kinds.get(f"{kind or ''} {method}".strip(),
+                                                                0) + 1
+        print("skipped:", kinds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
