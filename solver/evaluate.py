@@ -1,18 +1,23 @@
 """The reference semantics of checked expressions, in exact rationals.
 
-The Z3 model must agree with this evaluator; the enumerator, `estimate` and
-the explanations use it directly.
+The Z3 model must agree with this evaluator; the enumerator, `estimate`, the
+tables in the compiler and the explanations use it directly. Each IR node is
+turned once into a Python closure (cached for the life of the KB), so that
+evaluating many assignments is cheap.
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
+
+Env = tuple  # (assignment, facts, memo)
+_CLOSURES: dict[int, tuple[ir.Node, Callable]] = {}
 
 
 class Evaluator:
@@ -24,67 +29,83 @@ class Evaluator:
         self.facts = facts
 
     def run(self, node: ir.Node, assignment: Mapping[str, Any], memo: dict | None = None):
-        return _Run(self, assignment, {} if memo is None else memo).eval(node)
+        return closure(self.kb, node)((assignment, self.facts, {} if memo is None else memo))
 
 
-class _Run:
-    def __init__(self, ev: Evaluator, assignment: Mapping[str, Any], memo: dict):
-        self.ev = ev
-        self.assignment = assignment
-        self.memo = memo
-
-    def eval(self, node: ir.Node):
-        if isinstance(node, ir.Const):
-            return node.value
-        if isinstance(node, ir.OptionRef):
-            return self.assignment[node.option]
-        if isinstance(node, ir.FactRef):
-            value = self.ev.facts.get(node.path)
-            if value is None:
-                raise KbError(Diagnostic(f"the model or GPU has no value for {node.path}, which "
-                                         f"this formula needs", node.span, code="missing-fact"))
-            return value
-        if isinstance(node, ir.LetRef):
-            if node.let not in self.memo:
-                self.memo[node.let] = self.eval(self.ev.kb.lets[node.let].expr)
-            return self.memo[node.let]
-        if isinstance(node, ir.MemorySum):
-            return sum((Fraction(self.eval(t.expr)) for t in self.ev.kb.memory.values()
-                        if t.framework == node.framework and t.level == node.level
-                        and t.location == "gpu"), Fraction(0))
-        return _OPS[node.op](self, node)
+def closure(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
+    cached = _CLOSURES.get(id(node))
+    if cached is None or cached[0] is not node:
+        cached = (node, _build(kb, node))
+        _CLOSURES[id(node)] = cached
+    return cached[1]
 
 
-def _lazy(fn):
-    return lambda run, node: fn(run, node.args)
+def _build(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
+    if isinstance(node, ir.Const):
+        value = node.value
+        return lambda env: value
+    if isinstance(node, ir.OptionRef):
+        key = node.option
+        return lambda env: env[0][key]
+    if isinstance(node, ir.FactRef):
+        return _fact(node)
+    if isinstance(node, ir.LetRef):
+        return _let(kb, node.let)
+    if isinstance(node, ir.MemorySum):
+        parts = [closure(kb, t.expr) for t in kb.memory.values()
+                 if t.framework == node.framework and t.level == node.level
+                 and t.location == "gpu"]
+        return lambda env: sum((Fraction(p(env)) for p in parts), Fraction(0))
+    args = [closure(kb, a) for a in node.args]
+    if node.op in _LAZY:
+        return _LAZY[node.op](*args)
+    if node.op == "/":
+        return _divide(node, *args)
+    fn = _STRICT[node.op]
+    if len(args) == 1:
+        a, = args
+        return lambda env: fn(a(env))
+    if len(args) == 2:
+        a, b = args
+        return lambda env: fn(a(env), b(env))
+    return lambda env: fn(*[a(env) for a in args])
 
 
-def _strict(fn):
-    return lambda run, node: fn(*[run.eval(a) for a in node.args])
+def _fact(node: ir.FactRef):
+    path, span = node.path, node.span
+
+    def get(env):
+        value = env[1].get(path)
+        if value is None:
+            raise KbError(Diagnostic(f"the model or GPU has no value for {path}, which this "
+                                     f"formula needs", span, code="missing-fact"))
+        return value
+    return get
 
 
-def _if(run, args):
-    return run.eval(args[1]) if run.eval(args[0]) else run.eval(args[2])
+def _let(kb: KnowledgeBase, key: str):
+    body: list = []
+
+    def get(env):
+        memo = env[2]
+        if key not in memo:
+            if not body:
+                body.append(closure(kb, kb.lets[key].expr))
+            memo[key] = body[0](env)
+        return memo[key]
+    return get
 
 
-def _and(run, args):
-    return bool(run.eval(args[0])) and bool(run.eval(args[1]))
+def _divide(node: ir.Op, a, b):
+    span = node.span
 
-
-def _or(run, args):
-    return bool(run.eval(args[0])) or bool(run.eval(args[1]))
-
-
-def _implies(run, args):
-    return (not run.eval(args[0])) or bool(run.eval(args[1]))
-
-
-def _div_node(run, node):
-    a, b = run.eval(node.args[0]), run.eval(node.args[1])
-    if b == 0:
-        raise KbError(Diagnostic("division by zero: a fact or option in this formula is 0 for "
-                                 "this query", node.span, code="div-zero"))
-    return Fraction(a) / Fraction(b)
+    def run(env):
+        divisor = b(env)
+        if divisor == 0:
+            raise KbError(Diagnostic("division by zero: a fact or option in this formula is 0 "
+                                     "for this query", span, code="div-zero"))
+        return Fraction(a(env)) / Fraction(divisor)
+    return run
 
 
 def _mod(a, b):
@@ -95,25 +116,24 @@ def _divisible(a, b):
     return b != 0 and Fraction(a) % Fraction(b) == 0
 
 
-def _eq(a, b):
-    return a == b
+_LAZY = {
+    "if": lambda c, t, e: (lambda env: t(env) if c(env) else e(env)),
+    "and": lambda a, b: (lambda env: bool(a(env)) and bool(b(env))),
+    "or": lambda a, b: (lambda env: bool(a(env)) or bool(b(env))),
+    "implies": lambda a, b: (lambda env: (not a(env)) or bool(b(env))),
+}
 
-
-_OPS = {
-    "if": _lazy(_if), "and": _lazy(_and), "or": _lazy(_or), "implies": _lazy(_implies),
-    "not": _strict(lambda a: not a), "neg": _strict(lambda a: -a),
-    "+": _strict(lambda a, b: Fraction(a) + Fraction(b)),
-    "-": _strict(lambda a, b: Fraction(a) - Fraction(b)),
-    "*": _strict(lambda a, b: Fraction(a) * Fraction(b)),
-    "/": _div_node, "%": _strict(_mod),
-    "==": _strict(_eq), "!=": _strict(lambda a, b: a != b),
-    "<": _strict(lambda a, b: a < b), "<=": _strict(lambda a, b: a <= b),
-    ">": _strict(lambda a, b: a > b), ">=": _strict(lambda a, b: a >= b),
-    "min": _strict(lambda *a: min(a)), "max": _strict(lambda *a: max(a)),
-    "ceil": _strict(lambda a: Fraction(math.ceil(a))),
-    "floor": _strict(lambda a: Fraction(math.floor(a))),
-    "abs": _strict(lambda a: abs(a)),
-    "at_most_one": _strict(lambda *a: sum(bool(x) for x in a) <= 1),
-    "exactly_one": _strict(lambda *a: sum(bool(x) for x in a) == 1),
-    "divisible": _strict(_divisible),
+_STRICT = {
+    "not": lambda a: not a, "neg": lambda a: -a,
+    "+": lambda a, b: Fraction(a) + Fraction(b), "-": lambda a, b: Fraction(a) - Fraction(b),
+    "*": lambda a, b: Fraction(a) * Fraction(b), "%": _mod,
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "min": lambda *a: min(a), "max": lambda *a: max(a),
+    "ceil": lambda a: Fraction(math.ceil(a)), "floor": lambda a: Fraction(math.floor(a)),
+    "abs": abs,
+    "at_most_one": lambda *a: sum(bool(x) for x in a) <= 1,
+    "exactly_one": lambda *a: sum(bool(x) for x in a) == 1,
+    "divisible": _divisible,
 }

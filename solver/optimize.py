@@ -16,7 +16,7 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.types import NUM
 
 from kbsolve.solver.compile import Compiler
-from kbsolve.solver.metrics import Metrics, full_assignment, measure
+from kbsolve.solver.metrics import Metrics, full_assignment, measure, sort_key
 from kbsolve.solver.problem import Problem
 
 SEED = 7
@@ -115,7 +115,7 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
         return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model)
     if first != z3.sat:
         return Outcome("unknown", model=model)
-    best = solver.model()
+    best = _polished(problem, model, solver, solver.model(), deadline)
     complete = True
     for sense, term in objectives:
         value = best.eval(term, model_completion=True)
@@ -135,6 +135,42 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
     chosen = model.c.decode(best)
     metrics = measure(problem, full_assignment(problem, chosen))
     return Outcome("optimal" if complete else "feasible", chosen, metrics, model=model)
+
+
+def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline: float):
+    """Improve the first model by local search in the reference evaluator (one
+    option at a time), so that tightening starts near the optimum; the search
+    only picks the starting point, Z3 still proves optimality."""
+    chosen = model.c.decode(first)
+    best_key = _key(problem, chosen)
+    if best_key is None:
+        return first
+    for _ in range(2):
+        improved = False
+        for key in sorted(problem.choices):
+            if key in problem.pinned:
+                continue
+            for value in problem.choices[key]:
+                if value == chosen[key]:
+                    continue
+                trial = {**chosen, key: value}
+                trial_key = _key(problem, trial)
+                if trial_key is not None and trial_key < best_key:
+                    chosen, best_key, improved = trial, trial_key, True
+        if not improved:
+            break
+    solver.push()
+    for key, value in chosen.items():
+        solver.add(model.c.equals(key, value))
+    result = _check(solver, deadline)
+    polished = solver.model() if result == z3.sat else first
+    solver.pop()
+    return polished
+
+
+def _key(problem: Problem, chosen: dict):
+    metrics = measure(problem, full_assignment(problem, chosen))
+    return sort_key(metrics) if metrics.feasible else None
 
 
 def _check(solver: z3.Solver, deadline: float):
