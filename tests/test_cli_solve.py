@@ -135,3 +135,15 @@ def test_enumerate_solver_agrees_on_a_pinned_query(capsys):
     z3_plan, brute_plan = json.loads(by_z3), json.loads(by_brute)
     assert z3_plan["speed"]["step_time_s"] == brute_plan["speed"]["step_time_s"]
     assert z3_plan["memory"]["per_gpu_gib"] == brute_plan["memory"]["per_gpu_gib"]
+
+
+def test_json_is_identical_across_hash_seeds(tmp_path):
+    outputs = set()
+    for seed in ("0", "1", "12345"):
+        done = subprocess.run(["kbsolve", "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1",
+                               "--format", "json"], capture_output=True, text=True, timeout=120,
+                              env={**__import__("os").environ, "PYTHONHASHSEED": seed,
+                                   "KBSOLVE_CACHE_DIR": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
