@@ -141,6 +141,7 @@ def test_json_is_identical_across_hash_seeds(tmp_path):
     outputs = set()
     for seed in ("0", "1", "12345"):
         done = subprocess.run(["kbsolve", "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1",
+                               "--timeout", "120",
                                "--format", "json"], capture_output=True, text=True, timeout=120,
                               env={**__import__("os").environ, "PYTHONHASHSEED": seed,
                                    "KBSOLVE_CACHE_DIR": str(tmp_path)})
