@@ -13,7 +13,7 @@ _GPUS = re.compile(r"^(?:(\d+)x)?(?:(\d+)x)?([\w][\w.\-]*)$")
 
 
 def parse_gpus(text: str) -> tuple[int, int, str]:
-    """`8xA100` -> (1, 8, "A100"); `2x8xH100` -> (2, 8, "H100"); `H20` -> (1, 1, "H20")."""
+    """`COUNTxNAME` -> (1, COUNT, NAME); `NODESxCOUNTxNAME` -> (NODES, COUNT, NAME); a bare NAME is one GPU."""
     match = _GPUS.match(text.strip())
     if not match:
         raise KbError(Diagnostic(f"--gpus '{text}' is not COUNTxGPU or NODESxCOUNTxGPU "
