@@ -1,0 +1,98 @@
+"""One config in the solver's terms: facts, the full option assignment, and an
+evaluator that says 'undecided' instead of failing when a fact is unknown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.audit.hardware import Hardware
+from kbsolve.diagnostics import KbError
+from kbsolve.dsl import ir
+from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.solver.evaluate import Evaluator
+from kbsolve.solver.facts import collect_facts
+
+HEADROOM_PCT = 10
+
+
+class Undecided(Exception):
+    """A formula needs a fact the audit does not know (the GPU or the model)."""
+
+
+@dataclass
+class Context:
+    kb: KnowledgeBase
+    framework: str
+    facts: dict[str, Any]
+    assignment: dict[str, Any]  # every option of the framework
+    user: dict[str, Any]  # the options the config sets
+    missing: set[str] = field(default_factory=set)  # facts asked for but unknown
+
+    def run(self, node: ir.Node, assignment: dict[str, Any] | None = None) -> Any:
+        wanted = ir.facts_used(node) | facts_needed(self.kb, node)
+        absent = {p for p in wanted if p not in self.facts}
+        if absent:
+            self.missing |= absent
+            raise Undecided(", ".join(sorted(absent)))
+        try:
+            return Evaluator(self.kb, self.framework, self.facts).run(
+                node, assignment if assignment is not None else self.assignment)
+        except KbError as error:
+            raise Undecided(error.diagnostics[0].message) from None
+
+    def holds(self, node: ir.Node | None, assignment: dict[str, Any] | None = None) -> bool:
+        return True if node is None else bool(self.run(node, assignment))
+
+    def with_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
+        return {**self.assignment, **changes}
+
+
+_LET_FACTS: dict[int, set[str]] = {}
+
+
+def facts_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
+    """Facts read through lets, transitively."""
+    found: set[str] = set()
+    todo = list(ir.lets_used(node))
+    seen: set[str] = set()
+    while todo:
+        key = todo.pop()
+        if key in seen or key not in kb.lets:
+            continue
+        seen.add(key)
+        expr = kb.lets[key].expr
+        found |= ir.facts_used(expr)
+        todo += ir.lets_used(expr)
+    return found
+
+
+def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
+                  hardware: Hardware, model) -> Context:
+    query: dict[str, Any] = {"headroom_pct": HEADROOM_PCT}
+    if hardware.count:
+        query.update(num_gpus=hardware.count, nodes=hardware.nodes,
+                     gpus_per_node=hardware.per_node)
+    options = kb.options_of(framework)
+    for option in options:  # a config value that a query fact stands for
+        if isinstance(option.source_expr, ir.FactRef) and option.key in user \
+                and option.source_expr.path.startswith("query."):
+            query[option.source_expr.path.split(".", 1)[1]] = _whole(user[option.key])
+    facts = collect_facts(kb, hardware.gpu, model, query)
+    context = Context(kb, framework, facts, {}, dict(user))
+    for option in options:
+        if option.key in user:
+            context.assignment[option.key] = user[option.key]
+        elif option.source_expr is not None and \
+                not (ir.facts_used(option.source_expr) - facts.keys()):
+            value = Evaluator(kb, framework, facts).run(option.source_expr, {})
+            context.assignment[option.key] = Fraction(value) if option.type.kind == "num" \
+                else value
+        else:
+            context.assignment[option.key] = option.default
+    return context
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, Fraction) and value.denominator == 1 else value

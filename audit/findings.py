@@ -1,0 +1,122 @@
+"""What goes wrong beyond the checklist: hard-rule violations (errors) and the
+settings the framework ignores or rejects (silent failures)."""
+
+from __future__ import annotations
+
+from kbsolve.audit.assess import Context, Undecided
+from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
+from kbsolve.audit.model import Finding
+from kbsolve.dsl.ir import options_used
+from kbsolve.dsl.kb import KnowledgeBase
+
+
+def _suffix(key: str, name: str) -> bool:
+    return key == name or key.endswith("." + name)
+
+
+def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile]) -> list[Finding]:
+    found = []
+    for rule in ctx.kb.of(ctx.kb.rules, ctx.framework):
+        try:
+            if ctx.holds(rule.constraint):
+                continue
+        except Undecided:
+            continue
+        involved = sorted(options_used(rule.expr))
+        written = [k for k in involved if k in reading.where]
+        settings = ", ".join(f"{k.split('.', 1)[1]}={_shown(ctx.assignment[k])}"
+                             for k in involved)
+        found.append(Finding(
+            kind="rule", id=rule.id,
+            message=f"{rule.kind} rule {rule.id} is broken ({settings or 'by the hardware'})",
+            because=rule.meta.because, source=rule.meta.source,
+            location=reading.span(files, written[0]) if written else ""))
+    return found
+
+
+def _shown(value) -> str:
+    value = plain(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFile,
+                 reading: Reading) -> tuple[list[Finding], list[str]]:
+    """Keys that are not options: invented (nokey), old names (alias), in the
+    wrong section; and the rest, which the KB does not describe."""
+    options = kb.options_of(framework)
+    main_keys = {e.key: o for o in options for e in o.emits if e.target == main_name}
+    used = {key for target, key in reading.used if target == main_name}
+    nokeys = [n for n in kb.of(kb.nokeys, framework)]
+    findings, unknown = [], []
+    for key in main.values:
+        if key in used or key in main_keys:
+            continue
+        where = str(main.spans.get(key) or main.rel)
+        nokey = next((n for n in nokeys if _suffix(key, n.key)), None)
+        if nokey is not None:
+            findings.append(Finding(kind="nokey", id=key, location=where,
+                                    message=f"'{key}' is not a {framework} setting",
+                                    because=nokey.meta.because, source=nokey.meta.source,
+                                    fix={key: None}))
+            continue
+        alias = next(((o, a) for o in options for a in o.aliases if _suffix(key, a.old)), None)
+        if alias is not None:
+            option, entry = alias
+            real = next((e.key for e in option.emits if e.target == main_name), option.name)
+            findings.append(Finding(kind="alias", id=key, location=where,
+                                    message=f"'{key}' is not read; the setting is '{real}'",
+                                    because=entry.note, source=option.meta.source,
+                                    fix={key: None, real: main.values[key]}))
+            continue
+        leaf = key.rsplit(".", 1)[-1]
+        home = next((k for k in main_keys if k != key and k.rsplit(".", 1)[-1] == leaf), None)
+        if home is not None and ("." in home or "." in key):
+            findings.append(Finding(kind="wrong_section", id=key, location=where,
+                                    message=f"'{key}' is in the wrong section; "
+                                            f"{framework} reads '{home}'",
+                                    source=main_keys[home].meta.source,
+                                    fix={key: None, home: main.values[key]}))
+            continue
+        unknown.append(key)
+    return findings, unknown
+
+
+def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
+                   main_name: str) -> list[Finding]:
+    """Old spellings of values, values that do nothing here, and KB warnings."""
+    kb = ctx.kb
+    found = []
+    for key, yaml_key, raw, new, note in reading.aliased:
+        option = kb.options[key]
+        shown = written_value(option, main_name, new)
+        found.append(Finding(kind="value_alias", id=yaml_key, location=reading.span(files, key),
+                             message=f"{yaml_key}: {raw} is an old or wrong spelling of "
+                                     f"'{_shown(new)}'",
+                             because=note, source=option.meta.source,
+                             fix={yaml_key: shown[1] if shown else None}))
+    for key, value in ctx.user.items():
+        option = kb.options[key]
+        if option.when is None or value == option.default:
+            continue
+        try:
+            active = ctx.holds(option.when)
+        except Undecided:
+            continue
+        if not active:
+            yaml_key = reading.where[key][1]
+            found.append(Finding(kind="no_op", id=yaml_key, location=reading.span(files, key),
+                                 message=f"{yaml_key}: {_shown(value)} has no effect in this "
+                                         f"config (it applies only under another setting)",
+                                 because=option.meta.doc, source=option.meta.source))
+    for warning in kb.of(kb.warnings, ctx.framework):
+        try:
+            if not ctx.holds(warning.expr):
+                continue
+        except Undecided:
+            continue
+        written = [k for k in sorted(options_used(warning.expr)) if k in reading.where]
+        found.append(Finding(kind="warning", id=warning.id,
+                             location=reading.span(files, written[0]) if written else "",
+                             message=warning.meta.because, because=warning.meta.because,
+                             source=warning.meta.source))
+    return found

@@ -1,0 +1,43 @@
+"""Does the user's config fit the GPU? The memory breakdown by the KB's terms
+(the same path as `kbsolve estimate`), and by how much it overflows."""
+
+from __future__ import annotations
+
+from kbsolve.audit.assess import Context, facts_needed
+from kbsolve.audit.model import Fit, MemoryTerm
+from kbsolve.diagnostics import KbError
+from kbsolve.dsl.ir import facts_used
+from kbsolve.solver.metrics import measure
+from kbsolve.solver.problem import build_problem
+from kbsolve.solver.report import gib
+
+
+def fit_check(ctx: Context):
+    """(Fit, metrics or None)."""
+    kb = ctx.kb
+    terms = kb.of(kb.memory, ctx.framework)
+    if not terms:
+        return Fit(status="undecided", reason="the KB has no memory model for this framework"), \
+            None
+    needed = set()
+    for term in terms:
+        needed |= facts_used(term.expr) | facts_needed(kb, term.expr)
+    absent = sorted(p for p in needed if p not in ctx.facts)
+    if absent or "gpu.memory_gib" not in ctx.facts:
+        ctx.missing |= set(absent) | ({"gpu.memory_gib"} - ctx.facts.keys())
+        return Fit(status="undecided", reason="unknown: " + ", ".join(
+            sorted(set(absent) | ({"gpu.memory_gib"} - ctx.facts.keys())))), None
+    try:
+        problem = build_problem(kb, ctx.framework, ctx.facts, {})
+        metrics = measure(problem, ctx.assignment)
+    except KbError as error:
+        return Fit(status="undecided", reason=error.diagnostics[0].message), None
+    breakdown = sorted((MemoryTerm(term=k.split(".", 1)[1], gib=gib(v),
+                                   because=kb.memory[k].meta.because)
+                        for k, v in metrics.memory.items() if v), key=lambda t: -t.gib)
+    device, budget = metrics.levels["device"], metrics.budget
+    over = device - budget
+    return Fit(status="fits" if over <= 0 else "oom", device_gib=gib(device),
+               budget_gib=gib(budget), over_gib=gib(over) if over > 0 else None,
+               largest_term=breakdown[0].term if breakdown else "",
+               breakdown=breakdown), metrics

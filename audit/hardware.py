@@ -1,0 +1,78 @@
+"""The GPUs an audit assumes: --gpus, else the config's process count, else
+nvidia-smi; otherwise unknown, and the report says what that leaves open."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from kbsolve.diagnostics import KbError
+from kbsolve.solver.facts import parse_gpus
+
+
+@dataclass
+class Hardware:
+    gpu: object | None = None  # catalog GpuSpec
+    nodes: int = 1
+    per_node: int | None = None
+    source: str = "unknown"  # --gpus | config | launch script | nvidia-smi | unknown
+
+    @property
+    def count(self) -> int | None:
+        return None if self.per_node is None else self.nodes * self.per_node
+
+    @property
+    def spec(self) -> str | None:
+        if self.gpu is None or self.per_node is None:
+            return None
+        prefix = f"{self.nodes}x" if self.nodes > 1 else ""
+        return f"{prefix}{self.per_node}x{self.gpu.name}"
+
+
+def from_flag(kb, text: str) -> Hardware:
+    nodes, per_node, name = parse_gpus(text)
+    return Hardware(kb.catalog.gpu(name), nodes, per_node, "--gpus")
+
+
+def from_count(kb, gpus: int | None, nodes: int | None, source: str) -> Hardware | None:
+    if not gpus:
+        return None
+    nodes = nodes if nodes and gpus % nodes == 0 else 1
+    smi = nvidia_smi(kb)
+    return Hardware(smi.gpu if smi else None, nodes, gpus // nodes, source)
+
+
+_SMI: list = []
+
+
+def nvidia_smi(kb) -> Hardware | None:
+    """The local GPUs, when nvidia-smi is on PATH and names a catalog GPU."""
+    if _SMI:
+        return _SMI[0]
+    found = None
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        names = [line.strip() for line in out.splitlines() if line.strip()]
+        gpu = gpu_by_name(kb, names[0]) if names else None
+        if gpu is not None:
+            found = Hardware(gpu, 1, len(names), "nvidia-smi")
+    _SMI.append(found)
+    return found
+
+
+def gpu_by_name(kb, name: str):
+    """A catalog GPU for a marketing name such as 'NVIDIA H100 80GB HBM3'."""
+    words = name.replace("-", " ").split()
+    tries = [name] + [" ".join(words[i:j]) for i in range(len(words))
+                      for j in range(len(words), i, -1)]
+    for text in tries:
+        try:
+            return kb.catalog.gpu(text)
+        except KbError:
+            continue
+    return None

@@ -1,0 +1,168 @@
+"""From a config's keys to the KB's options, through each option's `emit`
+clauses read backwards. Nothing here names a framework's option."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kbsolve.diagnostics import Span
+from kbsolve.dsl.kb import KnowledgeBase, Option
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+@dataclass
+class FlatFile:
+    """One file of a config, flattened to dotted keys (see texts.flatten)."""
+
+    rel: str
+    values: dict[str, Any]
+    spans: dict[str, Span] = field(default_factory=dict)
+
+
+@dataclass
+class Reading:
+    values: dict[str, Any] = field(default_factory=dict)  # option key -> value
+    where: dict[str, tuple[str, str]] = field(default_factory=dict)  # option -> (file, key)
+    raw: dict[str, Any] = field(default_factory=dict)  # option key -> value as written
+    used: set[tuple[str, str]] = field(default_factory=set)  # (target, key) read
+    odd: list[tuple[str, str, Any]] = field(default_factory=list)  # (option, key, raw)
+    aliased: list[tuple[str, str, Any, Any, str]] = field(default_factory=list)
+    ambiguous: list[tuple[str, tuple]] = field(default_factory=list)
+
+    def span(self, files: dict[str, FlatFile], option_key: str) -> str:
+        target, key = self.where.get(option_key, ("", ""))
+        file = files.get(target)
+        if file is None:
+            return ""
+        return str(file.spans.get(key) or file.rel)
+
+
+def read_options(kb: KnowledgeBase, framework: str, files: dict[str, FlatFile]) -> Reading:
+    paths = {f.path for f in kb.frameworks[framework].files}
+    reading = Reading()
+    for option in kb.options_of(framework):
+        _read_one(option, files, paths, reading)
+    return reading
+
+
+def _read_one(option: Option, files: dict[str, FlatFile], paths: set, reading: Reading) -> None:
+    candidates: list | None = list(option.domain) if option.domain is not None else None
+    present = False
+    for emit in option.emits:
+        file = files.get(emit.target)
+        if file is None:
+            continue
+        mapping = dict(emit.value_map) if emit.value_map is not None else None
+        if emit.key not in file.values:
+            if mapping and None in mapping.values() and candidates is not None:
+                candidates = [c for c in candidates if mapping.get(c, c) is None]
+            continue
+        raw = file.values[emit.key]
+        reading.used.add((emit.target, emit.key))
+        if not present:
+            reading.where[option.key] = (emit.target, emit.key)
+            reading.raw[option.key] = raw
+        present = True
+        if mapping is not None and candidates is not None:
+            kept = [c for c in candidates if _written(mapping.get(c, c), raw, paths, option)]
+            alias = None if kept else _value_alias(option, raw)
+            if alias is not None:
+                reading.aliased.append((option.key, emit.key, raw, alias.new, alias.note))
+                kept = [c for c in candidates if c == alias.new]
+            candidates = kept
+            continue
+        value = coerce(option, raw)
+        if value is _NO_VALUE or not _in_domain(option, value):
+            alias = _value_alias(option, raw)
+            if alias is None:
+                reading.odd.append((option.key, emit.key, raw))
+                return
+            reading.aliased.append((option.key, emit.key, raw, alias.new, alias.note))
+            value = alias.new
+        candidates = [value] if candidates is None else [c for c in candidates if c == value]
+    if not present:
+        return
+    if not candidates:
+        reading.odd.append((option.key, reading.where[option.key][1], reading.raw[option.key]))
+        return
+    if len(candidates) > 1:
+        reading.ambiguous.append((option.key, tuple(candidates)))
+    reading.values[option.key] = option.default if option.default in candidates \
+        else candidates[0]
+
+
+_NO_VALUE = object()
+
+
+def coerce(option: Option, raw: Any) -> Any:
+    """A value as written, in the option's terms; _NO_VALUE when it cannot be."""
+    kind = option.type.kind
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        return True if text in _TRUE else False if text in _FALSE else _NO_VALUE
+    if kind == "num":
+        if isinstance(raw, bool) or raw is None or isinstance(raw, (list, dict)):
+            return _NO_VALUE
+        try:
+            return Fraction(str(raw).strip())
+        except (ValueError, ZeroDivisionError):
+            return _NO_VALUE
+    if isinstance(raw, (list, dict)):
+        return _NO_VALUE
+    if raw is None:
+        return _NO_VALUE
+    return str(raw).lower() if isinstance(raw, bool) else str(raw)
+
+
+def _in_domain(option: Option, value: Any) -> bool:
+    if option.domain is not None:
+        return value in option.domain
+    if option.low is not None:
+        return option.low <= value <= option.high
+    return True
+
+
+def _written(out: Any, raw: Any, paths: set, option: Option) -> bool:
+    """Whether the value an emit writes matches what the user wrote."""
+    if out is None:
+        return False
+    if isinstance(out, str) and out in paths:  # a reference to another file
+        return isinstance(raw, str) and raw.strip() != ""
+    if isinstance(out, bool) or isinstance(raw, bool):
+        return isinstance(out, bool) and isinstance(raw, bool) and out == raw
+    if isinstance(out, (int, float, Fraction)):
+        try:
+            return Fraction(str(raw)) == Fraction(out)
+        except (ValueError, ZeroDivisionError):
+            return False
+    return str(out) == str(raw)
+
+
+def _value_alias(option: Option, raw: Any):
+    for alias in option.value_aliases:
+        if alias.old == raw or str(alias.old).lower() == str(raw).lower():
+            return alias
+    return None
+
+
+def written_value(option: Option, target: str, value: Any) -> tuple[str, Any] | None:
+    """(key, value as the file holds it) for an option value; None when omitted."""
+    for emit in option.emits:
+        if emit.target != target:
+            continue
+        mapping = dict(emit.value_map) if emit.value_map is not None else {}
+        out = mapping.get(value, value)
+        return None if out is None else (emit.key, plain(out))
+    return None
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else float(value)
+    return value

@@ -1,0 +1,101 @@
+"""The audit report, as pydantic models (what `--format json` prints)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["enabled", "not_enabled", "recommended", "not_applicable", "undecided"]
+
+
+class CheckResult(BaseModel):
+    id: str
+    category: str
+    title_en: str
+    title_zh: str
+    points: int
+    priority: str
+    status: Status
+    reason: str = ""
+    advice_en: str = ""
+    advice_zh: str = ""
+    changes: dict[str, Any] = Field(default_factory=dict, description="config key -> value")
+    evidence: list[str] = Field(default_factory=list)
+    source: str = ""
+
+
+class CategoryScore(BaseModel):
+    id: str
+    title_en: str
+    title_zh: str
+    points: int
+    score: int
+    enabled: list[str] = Field(default_factory=list)
+    recommended: list[str] = Field(default_factory=list)
+
+
+class Finding(BaseModel):
+    kind: str  # rule | nokey | alias | wrong_section | value_alias | no_op | warning | odd_value
+    id: str
+    message: str
+    because: str = ""
+    source: str = ""
+    location: str = ""
+    fix: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryTerm(BaseModel):
+    term: str
+    gib: float
+    because: str = ""
+
+
+class Fit(BaseModel):
+    status: Literal["fits", "oom", "undecided"]
+    device_gib: float | None = None
+    budget_gib: float | None = None
+    over_gib: float | None = None
+    largest_term: str = ""
+    breakdown: list[MemoryTerm] = Field(default_factory=list)
+    reason: str = ""
+
+
+class Change(BaseModel):
+    key: str
+    old: Any = None
+    new: Any = None
+    removed: bool = False
+    reason: str = ""
+
+
+class UnitReport(BaseModel):
+    framework: str
+    kind: Literal["config", "code"]
+    path: str
+    files: dict[str, str] = Field(default_factory=dict)
+    signs: list[str] = Field(default_factory=list)
+    basic: dict[str, Any] = Field(default_factory=dict)
+    checks: list[CheckResult] = Field(default_factory=list)
+    categories: list[CategoryScore] = Field(default_factory=list)
+    score: int = 0
+    points: int = 0
+    recommendations: dict[str, list[CheckResult]] = Field(default_factory=dict)
+    changes: list[Change] = Field(default_factory=list)
+    changes_proven: bool = False
+    errors: list[Finding] = Field(default_factory=list)
+    silent: list[Finding] = Field(default_factory=list)
+    unknown_keys: list[str] = Field(default_factory=list)
+    fit: Fit | None = None
+    undecided: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class AuditReport(BaseModel):
+    path: str
+    files: int
+    frameworks: dict[str, list[str]] = Field(default_factory=dict, description="signs found")
+    hardware: str = "unknown"
+    hardware_source: str = "unknown"
+    units: list[UnitReport] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)

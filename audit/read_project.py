@@ -1,0 +1,169 @@
+"""A project to audit units: each training config with the files it refers to
+and the scripts that launch it, plus code units for frameworks with code checks."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbsolve.audit import kinds
+from kbsolve.audit.classify import classify, key_sets
+from kbsolve.audit.code_patterns import has_code_checks
+from kbsolve.audit.detect import ProjectText, Sign, imported_modules, project_signs
+from kbsolve.audit.launch import LaunchInfo, read_launch
+from kbsolve.audit.mapping import FlatFile
+from kbsolve.audit.texts import Unreadable, data_of, flatten
+from kbsolve.audit.walk import Tree
+from kbsolve.dsl.kb import KnowledgeBase
+
+
+@dataclass
+class Unit:
+    framework: str
+    kind: str  # config | code
+    rel: str
+    files: dict[str, FlatFile] = field(default_factory=dict)  # framework file name -> data
+    signs: list[str] = field(default_factory=list)
+    launch: LaunchInfo = field(default_factory=LaunchInfo)
+    code: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Project:
+    root: Path
+    signs: list[Sign]
+    units: list[Unit]
+    notes: list[str]  # skipped files, unreadable configs
+    files: int
+
+
+def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
+    texts = ProjectText(tree)
+    signs = project_signs(kb, texts)
+    votes: dict[str, int] = {}
+    for sign in signs:
+        votes[sign.framework] = votes.get(sign.framework, 0) + 1
+    sets = key_sets(kb)
+    parsed: dict[str, FlatFile] = {}
+    units: list[Unit] = []
+    for entry in tree.files:
+        if not kinds.is_yaml(entry.rel):
+            continue
+        text = texts.text(entry.rel)
+        if text is None or not sets.words.search(text):
+            continue
+        try:
+            data, positions = data_of(entry, text)
+        except Unreadable as error:
+            texts.notes.append(str(error))
+            continue
+        if not isinstance(data, dict):
+            continue
+        values, spans = flatten(data, positions)
+        parsed[entry.rel] = FlatFile(entry.rel, values, spans)
+        framework, hits = classify(kb, sets, values, votes)
+        if framework is not None:
+            units.append(Unit(framework, "config", entry.rel, {}, hits))
+    referenced: set[str] = set()
+    for unit in units:
+        referenced |= _attach(kb, tree, texts, unit, parsed[unit.rel])
+    units = [u for u in units if u.rel not in referenced]
+    units += _code_units(kb, tree, texts)
+    return Project(tree.root, signs, units, tree.notes + texts.notes, len(tree.files))
+
+
+def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
+            main: FlatFile) -> set[str]:
+    """Fill the unit's files (main, referenced JSON/YAML, env) and launch info."""
+    fw = kb.frameworks[unit.framework]
+    main_name = next(f.name for f in fw.files if f.kind == "yaml")
+    unit.files[main_name] = main
+    referenced: set[str] = set()
+    by_key = _reference_keys(kb, unit.framework)
+    others = [f for f in fw.files if f.name != main_name and f.kind in ("json", "yaml")]
+    for key, value in main.values.items():
+        if not isinstance(value, str) or not value.endswith((".json", ".yaml", ".yml")):
+            continue
+        rel = _resolve(tree, unit.rel, value)
+        if rel is None:
+            unit.notes.append(f"{main.spans.get(key, main.rel)}: {key} refers to {value}, "
+                              f"which is not in the project")
+            continue
+        target = by_key.get(key) or next(
+            (f.name for f in others if f.name not in unit.files
+             and (f.kind == "json") == value.endswith(".json")), None)
+        if target is None or target in unit.files:
+            continue
+        flat = _flat(tree, texts, rel, unit)
+        if flat is not None:
+            unit.files[target] = flat
+            referenced.add(rel)
+    scripts = {e.rel: texts.text(e.rel) or "" for e in tree.files if kinds.is_shell(e.rel)}
+    name = posixpath.basename(unit.rel)
+    mine = {rel: text for rel, text in scripts.items() if name in text}
+    unit.launch = read_launch(mine)
+    for f in fw.files:
+        if f.kind == "env" and unit.launch.env:
+            unit.files[f.name] = FlatFile(", ".join(unit.launch.scripts), dict(unit.launch.env))
+    return referenced
+
+
+def _reference_keys(kb: KnowledgeBase, framework: str) -> dict[str, str]:
+    """Main-file keys whose written value is another file's path -> that file's name."""
+    paths = {f.path: f.name for f in kb.frameworks[framework].files}
+    found: dict[str, str] = {}
+    for option in kb.options_of(framework):
+        for emit in option.emits:
+            for _, out in emit.value_map or ():
+                if isinstance(out, str) and out in paths and paths[out] != emit.target:
+                    found[emit.key] = paths[out]
+    return found
+
+
+def _resolve(tree: Tree, config_rel: str, value: str) -> str | None:
+    """A referenced path, tried from the config's folder up to the project root."""
+    index = tree.by_rel()
+    folder = posixpath.dirname(config_rel)
+    while True:
+        candidate = posixpath.normpath(posixpath.join(folder, value))
+        if candidate in index:
+            return candidate
+        if not folder:
+            return None
+        folder = posixpath.dirname(folder)
+
+
+def _flat(tree: Tree, texts: ProjectText, rel: str, unit: Unit) -> FlatFile | None:
+    entry = tree.by_rel()[rel]
+    try:
+        data, positions = data_of(entry, texts.text(rel))
+    except Unreadable as error:
+        unit.notes.append(str(error))
+        return None
+    if not isinstance(data, dict):
+        unit.notes.append(f"{rel}: not a mapping of settings")
+        return None
+    values, spans = flatten(data, positions)
+    return FlatFile(rel, values, spans)
+
+
+def _code_units(kb: KnowledgeBase, tree: Tree, texts: ProjectText) -> list[Unit]:
+    units = []
+    for name, detector in kb.detectors.items():
+        if not detector.imports or not has_code_checks(kb, name):
+            continue
+        for entry in tree.files:
+            if not kinds.is_python(entry.rel):
+                continue
+            text = texts.text(entry.rel)
+            if text is None:
+                continue
+            modules = imported_modules(text)
+            hits = [p for p in detector.imports
+                    if any(m == p or m.startswith(p + ".") for m in modules)]
+            if hits:
+                units.append(Unit(name, "code", entry.rel, signs=[f"import {h}" for h in hits],
+                                  code=text))
+    return units

@@ -1,0 +1,70 @@
+"""The recommended modifications: the fixes for the findings, then the
+recommended checklist items that, taken together, still satisfy every hard
+rule and still fit (checked by the solver's reference evaluator)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbsolve.audit.assess import Context, Undecided
+from kbsolve.audit.mapping import FlatFile, plain, written_value
+from kbsolve.audit.model import Change, CheckResult, Finding
+from kbsolve.solver.metrics import measure
+from kbsolve.solver.problem import build_problem
+
+
+def sound(ctx: Context, assignment: dict[str, Any], must_fit: bool) -> bool:
+    """Every decidable hard rule holds and, when asked, the config fits."""
+    for rule in ctx.kb.of(ctx.kb.rules, ctx.framework):
+        try:
+            if not ctx.holds(rule.constraint, assignment):
+                return False
+        except Undecided:
+            continue
+    if must_fit:
+        problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
+        return measure(problem, assignment).fits
+    return True
+
+
+def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool) -> dict[str, Any]:
+    """Option changes from the recommended items, greedily, in priority order."""
+    kb = ctx.kb
+    chosen: dict[str, Any] = {}
+    groups: set[str] = set()
+    for result in ordered:
+        check = kb.checks[f"{ctx.framework}.{result.id}"]
+        if check.group and check.group in groups:
+            continue
+        trial = {**chosen, **{f"{ctx.framework}.{n}": v for n, v in check.recommend}}
+        if sound(ctx, ctx.with_changes(trial), must_fit):
+            chosen = trial
+            if check.group:
+                groups.add(check.group)
+    return {k: v for k, v in chosen.items() if ctx.assignment.get(k) != v}
+
+
+def changes(ctx: Context, main_name: str, main: FlatFile, findings: list[Finding],
+            chosen: dict[str, Any], why: dict[str, str]) -> list[Change]:
+    out: list[Change] = []
+    for finding in findings:
+        for key, value in finding.fix.items():
+            out.append(Change(key=key, old=main.values.get(key), new=plain(value),
+                              removed=value is None, reason=f"{finding.kind} {finding.id}"))
+    for option_key, value in chosen.items():
+        option = ctx.kb.options[option_key]
+        written = written_value(option, main_name, value)
+        if written is None:
+            key = next((e.key for e in option.emits if e.target == main_name), None)
+            if key is None:
+                target = option.emits[0].target if option.emits else "?"
+                out.append(Change(key=f"{target}:{option.name}", new=plain(value),
+                                  reason=why.get(option_key, "")))
+            elif key in main.values:
+                out.append(Change(key=key, old=main.values[key], removed=True,
+                                  reason=why.get(option_key, "")))
+            continue
+        key, new = written
+        out.append(Change(key=key, old=main.values.get(key), new=new,
+                          reason=why.get(option_key, "")))
+    return out

@@ -1,0 +1,156 @@
+"""Audit a project: detect, read, judge, score, find errors, check the fit."""
+
+from __future__ import annotations
+
+from kbsolve.audit import findings as find
+from kbsolve.audit.assess import Context, build_context
+from kbsolve.audit.code_patterns import scan
+from kbsolve.audit.fit import fit_check
+from kbsolve.audit.hardware import Hardware, from_count, from_flag, nvidia_smi
+from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, judge_config
+from kbsolve.audit.mapping import Reading, plain, read_options
+from kbsolve.audit.model import AuditReport, UnitReport
+from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.read_project import Unit, read_project
+from kbsolve.audit.recommend import changes, choose, sound
+from kbsolve.audit.score import by_priority, score
+from kbsolve.audit.walk import walk
+from kbsolve.diagnostics import Diagnostic, KbError
+from kbsolve.dsl import ir
+from kbsolve.dsl.kb import KnowledgeBase
+
+
+def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None) -> AuditReport:
+    tree = walk(path)
+    project = read_project(kb, tree)
+    fixed = from_flag(kb, gpus) if gpus else None
+    report = AuditReport(path=str(project.root), files=project.files, notes=project.notes)
+    for sign in project.signs:
+        report.frameworks.setdefault(sign.framework, []).append(
+            f"{sign.kind} {sign.what} ({sign.where})")
+    if not project.units:
+        raise KbError(Diagnostic(f"{path}: no training config or script of a known framework "
+                                 f"found ({project.files} files read)"))
+    hw_seen = fixed
+    for unit in project.units:
+        if unit.kind == "code":
+            report.units.append(_code_report(kb, unit))
+            continue
+        unit_report, hw = _config_report(kb, unit, fixed)
+        report.units.append(unit_report)
+        hw_seen = hw_seen or (hw if hw.count else None)
+    if hw_seen is not None:
+        report.hardware = hw_seen.spec or f"{hw_seen.count} GPUs (type unknown)"
+        report.hardware_source = hw_seen.source
+    return report
+
+
+def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
+    out = UnitReport(framework=unit.framework, kind="code", path=unit.rel, signs=unit.signs)
+    uses, problem = scan(unit.code, unit.rel)
+    if uses is None:
+        out.notes.append(problem)
+        return out
+    out.checks = judge_code_unit(kb, unit.framework, uses, unit.rel)
+    others = {c.id for c in config_checks(kb, unit.framework)}
+    out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
+    out.recommendations = by_priority(out.checks)
+    return out
+
+
+def _hardware(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hardware:
+    if fixed is not None:
+        return fixed
+    for option in kb.options_of(unit.framework):
+        if isinstance(option.source_expr, ir.FactRef) and \
+                option.source_expr.path == "query.num_gpus" and option.key in reading.values:
+            found = from_count(kb, int(reading.values[option.key]), None, "config")
+            if found:
+                return found
+    counts = [(f.values.get(k), f.values.get(k.replace("num_processes", "num_machines")))
+              for f in unit.files.values() for k in f.values
+              if k.rsplit(".", 1)[-1] == "num_processes"]  # accelerate's own keys
+    for processes, machines in counts:
+        if isinstance(processes, int) and processes > 0:
+            return from_count(kb, processes, machines if isinstance(machines, int) else None,
+                              "config")
+    if unit.launch.gpus:
+        return from_count(kb, unit.launch.gpus, unit.launch.nodes, "launch script")
+    return nvidia_smi(kb) or Hardware()
+
+
+def _config_report(kb: KnowledgeBase, unit: Unit, fixed) -> tuple[UnitReport, Hardware]:
+    fw = kb.frameworks[unit.framework]
+    main_name = next(f.name for f in fw.files if f.kind == "yaml")
+    main = unit.files[main_name]
+    out = UnitReport(framework=unit.framework, kind="config", path=unit.rel,
+                     files={name: f.rel for name, f in unit.files.items()},
+                     signs=unit.signs, notes=list(unit.notes))
+    reading = read_options(kb, unit.framework, unit.files)
+    hardware = _hardware(kb, unit, reading, fixed)
+    model = find_model(kb, main.values)
+    ctx = build_context(kb, unit.framework, reading.values, hardware, model)
+    out.checks = judge_config(ctx)
+    others = {c.id for c in code_checks(kb, unit.framework)}
+    out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
+    out.recommendations = by_priority(out.checks)
+    key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
+                                                    reading)
+    rejected = fw.unknown_keys == "error"
+    out.errors = find.rule_errors(ctx, reading, unit.files) + (key_found if rejected else [])
+    out.silent = ([] if rejected else key_found) + \
+        find.value_findings(ctx, reading, unit.files, main_name)
+    out.fit, _ = fit_check(ctx)
+    ordered = [r for p in ("P0", "P1", "P2") for r in out.recommendations[p]]
+    chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits")
+    why = {}
+    for r in ordered:
+        for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
+            why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
+    out.changes = changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
+    out.changes_proven = bool(out.changes) and sound(
+        ctx, ctx.with_changes(chosen), must_fit=out.fit.status == "fits")
+    out.basic = _basic(kb, unit, ctx, reading, hardware, model)
+    out.undecided = _undecided(out, ctx)
+    for key, candidates in reading.ambiguous:
+        out.notes.append(f"{key.split('.', 1)[1]}: could be any of "
+                         f"{', '.join(str(plain(c)) for c in candidates)}; "
+                         f"taken as {plain(reading.values[key])}")
+    for key, yaml_key, raw in reading.odd:
+        out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
+                         f"is not a value kbsolve knows; judged at the default")
+    return out, hardware
+
+
+def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, model) -> dict:
+    fw = kb.frameworks[unit.framework]
+    basic: dict = {"framework": f"{unit.framework} {fw.version}".strip()}
+    basic["model"] = f"{model.name} ({model.params_b:g}B)" if model is not None else "unknown"
+    if fw.task_option:
+        key = f"{unit.framework}.{fw.task_option}"
+        basic["task"] = f"{fw.task_option}: {plain(ctx.assignment.get(key))}"
+    if hardware.gpu is not None:
+        count = hardware.count or "?"
+        basic["hardware"] = f"{hardware.gpu.name} x {count} ({hardware.gpu.memory_gib:g} GB), " \
+                            f"from {hardware.source}"
+    elif hardware.count:
+        basic["hardware"] = f"{hardware.count} GPUs of unknown type, from {hardware.source}"
+    else:
+        basic["hardware"] = "unknown (give --gpus)"
+    for option in kb.options_of(unit.framework):
+        if isinstance(option.source_expr, ir.FactRef) and option.key in reading.values:
+            basic[reading.where[option.key][1]] = plain(reading.values[option.key])
+    if unit.launch.scripts:
+        basic["launch"] = ", ".join(unit.launch.scripts)
+    if unit.launch.env:
+        basic["environment"] = " ".join(f"{k}={v}" for k, v in sorted(unit.launch.env.items()))
+    return basic
+
+
+def _undecided(out: UnitReport, ctx: Context) -> list[str]:
+    items = [f"{r.id} ({r.reason})" for r in out.checks if r.status == "undecided"]
+    if out.fit and out.fit.status == "undecided":
+        items.append(f"fit check ({out.fit.reason})")
+    if ctx.missing:
+        items.append("unknown facts: " + ", ".join(sorted(ctx.missing)))
+    return items
