@@ -45,6 +45,11 @@ OPTIMIZERS = {"adamw": "adamw", "adamw-fused": "adamw", "adamw8bit": "adamw8bit"
 SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp",
             "fsdp-full-shard+cpu-offload": "fsdp-offload"}
 POWERS = [1, 2, 4, 8, 16, 32, 64]
+# What a source's training script does that its table rows do not say, read from the
+# script itself. LitGPT finetune/lora.py @8641822: FSDPStrategy(auto_wrap_policy={Block})
+# puts the LoRA adapters in the same unit as the frozen block weights, and gradient
+# accumulation runs under fabric.no_backward_sync (FSDP no_sync).
+SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_units": "true"}}
 
 
 def model_spec(name: str, m: dict) -> dict:
@@ -73,6 +78,10 @@ def settings_for(row: dict) -> dict | None:
            else "full",
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
+    out.update(SCRIPT_SETTINGS.get((row["id"].split("-")[0], sharding), {}))
+    if method == "qlora":
+        library = (row.get("quantization") or {}).get("library", "")
+        out["quant_library"] = "torchao" if library.startswith("torchao") else "bnb"
     if method != "full":
         lora = row.get("lora") or {}
         targets = lora.get("targets")
