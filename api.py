@@ -111,3 +111,40 @@ def run_kb_tests(packs: list[str] | None = None, select: str | None = None):
 def test_coverage(packs: list[str] | None = None) -> dict[str, list[str]]:
     from kbsolve.solver.kbtest import coverage
     return coverage(load_kb(packs))
+
+
+# ---- the rule author's toolkit (kb fmt, kb check --deep, kb graph) -----------
+
+def format_rule_files(paths: list[str] | None = None, *, packs: list[str] | None = None,
+                      write: bool = True) -> list[str]:
+    """Canonical layout for rule files (default: the shipped KB and packs); returns
+    the files that were (or, with write=False, would be) changed."""
+    from pathlib import Path
+
+    from kbsolve.dsl.load import kb_roots
+    from kbsolve.lint.fmtfiles import format_files
+    targets = [Path(p) for p in paths] if paths else kb_roots(packs)
+    return format_files(targets, write)
+
+
+def audit(path: str, gpus: str | None = None, kb: KnowledgeBase | None = None, *,
+          packs: list[str] | None = None, fix: bool = False):
+    """Audit a training project (folder or one config); with fix=True, write each
+    config's recommended changes (a .bak is kept) and return the re-audit.
+    Returns (AuditReport, {config: keys written})."""
+    from kbsolve.audit.fix_config import fix_project
+    from kbsolve.audit.run import audit_project
+    knowledge = kb or load_kb(packs)
+    report = audit_project(knowledge, path, gpus)
+    if not fix:
+        return report, {}
+    written = fix_project(knowledge, report)
+    return (audit_project(knowledge, path, gpus) if written else report), written
+
+
+def fix(config: str, symptom: str, gpus: str | None = None, kb: KnowledgeBase | None = None,
+        *, packs: list[str] | None = None, write: bool = False):
+    """Changes for an OOM, slow or unstable config, found by the reference
+    evaluator; with write=True the first is written and the file re-audited."""
+    from kbsolve.audit.fix_config import fix_config
+    return fix_config(kb or load_kb(packs), config, symptom, gpus, write)

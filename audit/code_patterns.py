@@ -104,6 +104,14 @@ class Uses(ast.NodeVisitor):
             self.visit(child)
         self.rank_depth -= ranked
 
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self.visit(node.test)
+        ranked = bool(re.search(r"rank", ast.unparse(node.test), re.I))
+        self.rank_depth += ranked
+        self.visit(node.body)
+        self.visit(node.orelse)
+        self.rank_depth -= ranked
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         path = self.dotted(node)
         if path:

@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from kbsolve.cli.audit import audit_command, fix_command
 from kbsolve.cli.kbcmd import kb_group
 from kbsolve.cli.listing import list_command
 from kbsolve.cli.query_options import query_fields, query_options
@@ -89,6 +90,8 @@ def estimate_command(gpus, model, framework, task, network, seq_len, resolution,
 
 cli.add_command(kb_group)
 cli.add_command(list_command)
+cli.add_command(audit_command)
+cli.add_command(fix_command)
 
 
 def main(argv: list[str] | None = None) -> int:

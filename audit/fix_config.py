@@ -1,0 +1,106 @@
+"""`kbsolve fix CONFIG --symptom S` and `kbsolve audit --fix`: find the changes,
+write them only when asked, and re-audit the written file as proof."""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kbsolve.audit.assess import build_context
+from kbsolve.audit.fix import apply_changes
+from kbsolve.audit.mapping import plain, read_options, written_value
+from kbsolve.audit.model import AuditReport, Change, Fit
+from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.read_project import read_project
+from kbsolve.audit.run import _hardware, audit_project
+from kbsolve.audit.fit import fit_check
+from kbsolve.audit.hardware import from_flag
+from kbsolve.audit.symptom import suggest
+from kbsolve.audit.walk import walk
+from kbsolve.diagnostics import Diagnostic, KbError
+from kbsolve.dsl.kb import KnowledgeBase
+
+
+class Suggested(BaseModel):
+    changes: dict[str, Any] = Field(description="config key -> new value")
+    device_gib: float
+    budget_gib: float
+    speed_delta_pct: float
+    reasons: list[str]
+
+
+class FixResult(BaseModel):
+    config: str
+    symptom: str
+    framework: str
+    before: Fit
+    suggestions: list[Suggested] = Field(default_factory=list)
+    written: list[str] = Field(default_factory=list)
+    after: Fit | None = None
+    errors_after: list[str] = Field(default_factory=list)
+
+
+def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
+               write: bool) -> FixResult:
+    path = Path(config)
+    if not path.is_file():
+        raise KbError(Diagnostic(f"{config}: no such config file"))
+    tree = walk(path.resolve().parent)
+    rel = path.resolve().name
+    project = read_project(kb, tree)
+    unit = next((u for u in project.units if u.kind == "config" and u.rel == rel), None)
+    if unit is None:
+        raise KbError(Diagnostic(f"{config}: not a training config of a framework kbsolve knows"))
+    reading = read_options(kb, unit.framework, unit.files)
+    hardware = _hardware(kb, unit, reading, from_flag(kb, gpus) if gpus else None)
+    main_name = next(f.name for f in kb.frameworks[unit.framework].files if f.kind == "yaml")
+    ctx = build_context(kb, unit.framework, reading.values, hardware,
+                        find_model(kb, unit.files[main_name].values))
+    before, _ = fit_check(ctx)
+    if before.status == "undecided":
+        raise KbError(Diagnostic(f"{config}: cannot judge memory and speed ({before.reason}); "
+                                 f"give --gpus and use a model from the catalog"))
+    _, found = suggest(ctx, symptom)
+    result = FixResult(config=str(path), symptom=symptom, framework=unit.framework,
+                       before=before)
+    for s in found:
+        keys = {}
+        for key, value in s.changes.items():
+            written = written_value(kb.options[key], main_name, value)
+            keys[written[0] if written else kb.options[key].name] = \
+                written[1] if written else plain(value)
+        result.suggestions.append(Suggested(changes=keys, device_gib=s.device_gib,
+                                            budget_gib=s.budget_gib,
+                                            speed_delta_pct=s.speed_delta_pct,
+                                            reasons=s.reasons))
+    if write and found:
+        best = found[0].changes
+        changes = []
+        for key, value in best.items():
+            option = kb.options[key]
+            written = written_value(option, main_name, value)
+            home = next((e.key for e in option.emits if e.target == main_name), option.name)
+            changes.append(Change(key=home, new=written[1] if written else None,
+                                  removed=written is None))
+        result.written = apply_changes(path, changes)
+        again = audit_project(kb, str(path), gpus).units[0]
+        result.after = again.fit
+        result.errors_after = [f.message for f in again.errors]
+    return result
+
+
+def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, list[str]]:
+    """Apply each config's recommended changes (`kbsolve audit --fix`)."""
+    written = {}
+    root = Path(report.path)
+    for unit in report.units:
+        if unit.kind != "config" or not unit.changes:
+            continue
+        target = root / unit.path if root.is_dir() else root
+        keys = apply_changes(target, unit.changes)
+        if keys:
+            written[posixpath.normpath(unit.path)] = keys
+    return written

@@ -1,0 +1,120 @@
+"""The audit report as Markdown, in the seeds' layout plus kbsolve's sections."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kbsolve.audit.model import AuditReport, Change, Finding, UnitReport
+from kbsolve.audit.words import advice, title, words
+
+
+def markdown(report: AuditReport, lang: str = "en") -> str:
+    w = words(lang)
+    lines = [f"# {w['project']}: {report.path}", ""]
+    lines.append(f"- {w['frameworks']}: " + ("; ".join(
+        f"{fw} ({', '.join(signs[:4])})" for fw, signs in sorted(report.frameworks.items()))
+        or w["none"]))
+    lines.append(f"- {w['hardware']}: {report.hardware} ({report.hardware_source})")
+    lines.append(f"- {report.files} {w['files']}, {len(report.units)} config(s)")
+    lines += _list(w["notes"], report.notes, level=2)
+    for unit in report.units:
+        lines += [""] + _unit(unit, lang)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _unit(unit: UnitReport, lang: str) -> list[str]:
+    w = words(lang)
+    lines = [f"## {w['title'].format(fw=unit.framework)}: {unit.path}", ""]
+    lines.append(f"### {w['basic']}")
+    for key, value in unit.basic.items():
+        lines.append(f"- {w.get(key, key)}: {value}")
+    lines += ["", f"### {w['overview']}", "",
+              f"| {w['category']} | {w['score']} | {w['enabled']} | {w['recommended']} |",
+              "|------|------|--------|----------|"]
+    names = {r.id: title(r, lang) for r in unit.checks}
+    for cat in unit.categories:
+        lines.append(f"| {cat.id}. {title(cat, lang)} | {cat.score}/{cat.points} | "
+                     f"{', '.join(names.get(i, i) for i in cat.enabled) or '-'} | "
+                     f"{', '.join(names.get(i, i) for i in cat.recommended) or '-'} |")
+    lines.append(f"| **{w['total']}** | **{unit.score}/{unit.points}** | | |")
+    lines += _findings(w["errors"], unit.errors, w)
+    lines += _findings(w["silent"], unit.silent, w)
+    if unit.fit is not None:
+        lines += ["", f"### {w['fit']}", "", "- " + fit_line(unit, w)]
+        for term in unit.fit.breakdown[:8]:
+            lines.append(f"  - {term.term}: {term.gib} GiB")
+    lines += ["", f"### {w['priorities']}"]
+    for level in ("P0", "P1", "P2"):
+        lines += ["", f"#### {w[level]}"]
+        items = unit.recommendations.get(level, [])
+        if not items:
+            lines.append(f"- {w['none']}")
+        for i, r in enumerate(items, 1):
+            setting = ", ".join(f"`{k}: {_yaml(v)}`" for k, v in r.changes.items())
+            text = f"{i}. **{title(r, lang)}** ({r.id}, {r.points}): {advice(r, lang)}"
+            lines.append(text + (f" {setting}" if setting else ""))
+            lines += [f"   - {w['evidence']}: {e}" for e in r.evidence[:5]]
+    lines += ["", f"### {w['changes']}", ""]
+    lines += diff_lines(unit.changes) if unit.changes else [f"- {w['none']}"]
+    if unit.changes_proven:
+        fit = w["proven_fit"] if unit.fit and unit.fit.status == "fits" else ""
+        lines += ["", w["proven"].format(fit=fit)]
+    lines += _list(w["undecided"], unit.undecided)
+    lines += _list(w["unknown_keys"], [", ".join(f"`{k}`" for k in unit.unknown_keys)]
+                   if unit.unknown_keys else [])
+    lines += _list(w["notes"], unit.notes)
+    return lines
+
+
+def fit_line(unit: UnitReport, w: dict[str, str]) -> str:
+    fit = unit.fit
+    if fit.status == "fits":
+        return w["fits"].format(device=fit.device_gib, budget=fit.budget_gib)
+    if fit.status == "oom":
+        return w["oom"].format(over=fit.over_gib, device=fit.device_gib,
+                               budget=fit.budget_gib, term=fit.largest_term)
+    return w["fit_undecided"].format(reason=fit.reason)
+
+
+def _findings(heading: str, items: list[Finding], w: dict[str, str]) -> list[str]:
+    if not items:
+        return []
+    lines = ["", f"### {heading}", ""]
+    for i, f in enumerate(items, 1):
+        where = f"`{f.location}`: " if f.location else ""
+        lines.append(f"{i}. {where}{f.message}")
+        if f.because and f.because != f.message:
+            lines.append(f"   - {w['because']}: {f.because}")
+        if f.source:
+            lines.append(f"   - {w['source']}: {f.source}")
+    return lines
+
+
+def _list(heading: str, items: list[str], level: int = 3) -> list[str]:
+    if not items:
+        return []
+    return ["", f"{'#' * level} {heading}", ""] + [f"- {item}" for item in items]
+
+
+def diff_lines(changes: list[Change]) -> list[str]:
+    lines = ["```diff"]
+    for change in changes:
+        comment = f"  # {change.reason}" if change.reason else ""
+        if change.old is not None:
+            lines.append(f"- {change.key}: {_yaml(change.old)}")
+        if not change.removed:
+            lines.append(f"+ {change.key}: {_yaml(change.new)}{comment}")
+        elif comment:
+            lines[-1] += comment
+    return lines + ["```"]
+
+
+def _yaml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)

@@ -1,0 +1,64 @@
+"""The report's fixed wording in English and in the seeds' Chinese."""
+
+from __future__ import annotations
+
+WORDS = {
+    "en": {
+        "project": "kbsolve audit", "title": "{fw} training audit",
+        "basic": "Basic info", "overview": "Audit overview", "category": "Category",
+        "score": "Score", "enabled": "Enabled", "recommended": "Recommended",
+        "total": "Total", "priorities": "Priority recommendations (by impact)",
+        "P0": "P0 - do now (large gain, no risk)",
+        "P1": "P1 - strongly recommended (clear gain, low risk)",
+        "P2": "P2 - worth trying (moderate gain, needs testing)",
+        "changes": "Recommended configuration changes", "errors": "Errors (the run stops at start-up)",
+        "silent": "Silent failures (ignored or without effect)", "fit": "Fit check",
+        "undecided": "Undecided", "notes": "Notes", "unknown_keys": "Keys the KB does not describe",
+        "none": "none", "frameworks": "Frameworks detected", "hardware": "Hardware",
+        "files": "files read", "checks": "Checklist", "status": "Status", "item": "Item",
+        "proven": "The changes together satisfy every hard rule of the KB{fit}.",
+        "proven_fit": " and still fit", "evidence": "found",
+        "fits": "fits: {device} GiB of {budget} GiB per GPU",
+        "oom": "will OOM by {over} GiB ({device} GiB of {budget} GiB per GPU); the largest term is {term}",
+        "fit_undecided": "undecided: {reason}", "because": "because", "source": "source",
+        "enabled_s": "enabled", "not_enabled_s": "not enabled", "recommended_s": "recommended",
+        "not_applicable_s": "not applicable", "undecided_s": "undecided",
+        "framework": "Framework", "model": "Model", "task": "Task", "launch": "Launch scripts",
+        "environment": "Environment",
+    },
+    "zh": {
+        "project": "kbsolve 审计", "title": "{fw} 训练优化审计报告",
+        "basic": "基本信息", "overview": "审计结果总览", "category": "类别",
+        "score": "得分", "enabled": "已启用", "recommended": "建议启用",
+        "total": "总计", "priorities": "优先优化建议（按影响排序）",
+        "P0": "P0 - 立即执行（显著收益，零风险）",
+        "P1": "P1 - 强烈推荐（明显收益，低风险）",
+        "P2": "P2 - 建议尝试（中等收益，需测试）",
+        "changes": "推荐配置修改", "errors": "错误（启动即失败）",
+        "silent": "静默失效（被忽略或不生效的设置）", "fit": "显存检查",
+        "undecided": "无法判定", "notes": "说明", "unknown_keys": "知识库未收录的键",
+        "none": "无", "frameworks": "识别到的框架", "hardware": "硬件",
+        "files": "个文件", "checks": "检查清单", "status": "状态", "item": "检查项",
+        "proven": "以上修改合起来满足知识库的全部硬性规则{fit}。",
+        "proven_fit": "，且显存放得下", "evidence": "位置",
+        "fits": "放得下：每卡 {device} GiB / {budget} GiB",
+        "oom": "将 OOM，超出 {over} GiB（每卡 {device} GiB / {budget} GiB）；最大项为 {term}",
+        "fit_undecided": "无法判定：{reason}", "because": "原因", "source": "出处",
+        "enabled_s": "已启用", "not_enabled_s": "未启用", "recommended_s": "建议启用",
+        "not_applicable_s": "不适用", "undecided_s": "待定",
+        "framework": "框架", "model": "模型", "task": "训练任务", "launch": "启动脚本",
+        "environment": "环境变量",
+    },
+}
+
+
+def words(lang: str) -> dict[str, str]:
+    return WORDS.get(lang, WORDS["en"])
+
+
+def title(item, lang: str) -> str:
+    return (item.title_zh or item.title_en) if lang == "zh" else item.title_en
+
+
+def advice(item, lang: str) -> str:
+    return (item.advice_zh or item.advice_en) if lang == "zh" else item.advice_en
