@@ -29,6 +29,7 @@ class Context:
     assignment: dict[str, Any]  # every option of the framework
     user: dict[str, Any]  # the options the config sets
     missing: set[str] = field(default_factory=set)  # facts asked for but unknown
+    unread: set[str] = field(default_factory=set)  # options set to values the KB lacks
 
     def run(self, node: ir.Node, assignment: dict[str, Any] | None = None) -> Any:
         wanted = ir.facts_used(node) | facts_needed(self.kb, node)
@@ -36,6 +37,10 @@ class Context:
         if absent:
             self.missing |= absent
             raise Undecided(", ".join(sorted(absent)))
+        odd = self.unread & (ir.options_used(node) | options_needed(self.kb, node))
+        if odd:
+            raise Undecided("a value the KB does not model: " + ", ".join(
+                sorted(k.split(".", 1)[1] for k in odd)))
         try:
             return Evaluator(self.kb, self.framework, self.facts).run(
                 node, assignment if assignment is not None else self.assignment)
@@ -49,11 +54,17 @@ class Context:
         return {**self.assignment, **changes}
 
 
-_LET_FACTS: dict[int, set[str]] = {}
-
-
 def facts_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
     """Facts read through lets, transitively."""
+    return _through_lets(kb, node, ir.facts_used)
+
+
+def options_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
+    """Options read through lets, transitively."""
+    return _through_lets(kb, node, ir.options_used)
+
+
+def _through_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:
     found: set[str] = set()
     todo = list(ir.lets_used(node))
     seen: set[str] = set()
@@ -63,13 +74,13 @@ def facts_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
             continue
         seen.add(key)
         expr = kb.lets[key].expr
-        found |= ir.facts_used(expr)
+        found |= used(expr)
         todo += ir.lets_used(expr)
     return found
 
 
 def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
-                  hardware: Hardware, model) -> Context:
+                  hardware: Hardware, model, unread: set[str] = frozenset()) -> Context:
     query: dict[str, Any] = {"headroom_pct": HEADROOM_PCT}
     if hardware.count:
         query.update(num_gpus=hardware.count, nodes=hardware.nodes,
@@ -80,7 +91,7 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
                 and option.source_expr.path.startswith("query."):
             query[option.source_expr.path.split(".", 1)[1]] = _whole(user[option.key])
     facts = collect_facts(kb, hardware.gpu, model, query)
-    context = Context(kb, framework, facts, {}, dict(user))
+    context = Context(kb, framework, facts, {}, dict(user), unread=set(unread))
     for option in options:
         if option.key in user:
             context.assignment[option.key] = user[option.key]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kbsolve.audit.assess import Context, Undecided
 from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
 from kbsolve.audit.model import Finding
-from kbsolve.dsl.ir import options_used
+from kbsolve.dsl.ir import facts_used, options_used
 from kbsolve.dsl.kb import KnowledgeBase
 
 
@@ -46,13 +46,15 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
     options = kb.options_of(framework)
     main_keys = {e.key: o for o in options for e in o.emits if e.target == main_name}
     used = {key for target, key in reading.used if target == main_name}
+    sectioned = any("." in k for k in main_keys)
     nokeys = [n for n in kb.of(kb.nokeys, framework)]
     findings, unknown = [], []
     for key in main.values:
         if key in used or key in main_keys:
             continue
         where = str(main.spans.get(key) or main.rel)
-        nokey = next((n for n in nokeys if _suffix(key, n.key)), None)
+        nokey = next((n for n in nokeys if key == n.key or (not sectioned and
+                                                            _suffix(key, n.key))), None)
         if nokey is not None:
             findings.append(Finding(kind="nokey", id=key, location=where,
                                     message=f"'{key}' is not a {framework} setting",
@@ -69,8 +71,11 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
                                     fix={key: None, real: main.values[key]}))
             continue
         leaf = key.rsplit(".", 1)[-1]
-        home = next((k for k in main_keys if k != key and k.rsplit(".", 1)[-1] == leaf), None)
-        if home is not None and ("." in home or "." in key):
+        homes = [k for k in main_keys if k != key and k.rsplit(".", 1)[-1] == leaf]
+        home = homes[0] if len(homes) == 1 else None
+        sections = {k.rsplit(".", 1)[0] for k in main_keys if "." in k}
+        section = key.rsplit(".", 1)[0] if "." in key else ""
+        if home is not None and sectioned and (section == "" or section not in sections):
             findings.append(Finding(kind="wrong_section", id=key, location=where,
                                     message=f"'{key}' is in the wrong section; "
                                             f"{framework} reads '{home}'",
@@ -90,8 +95,7 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
         option = kb.options[key]
         shown = written_value(option, main_name, new)
         found.append(Finding(kind="value_alias", id=yaml_key, location=reading.span(files, key),
-                             message=f"{yaml_key}: {raw} is an old or wrong spelling of "
-                                     f"'{_shown(new)}'",
+                             message=f"{yaml_key}: {raw} is read as '{_shown(new)}' ({note})",
                              because=note, source=option.meta.source,
                              fix={yaml_key: shown[1] if shown else None}))
     for key, value in ctx.user.items():
@@ -109,6 +113,9 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
                                          f"config (it applies only under another setting)",
                                  because=option.meta.doc, source=option.meta.source))
     for warning in kb.of(kb.warnings, ctx.framework):
+        involved = options_used(warning.expr)
+        if not (involved & reading.where.keys()) and (involved or not facts_used(warning.expr)):
+            continue  # about defaults the config never touched
         try:
             if not ctx.holds(warning.expr):
                 continue

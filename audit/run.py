@@ -31,17 +31,16 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None) -> Audi
     if not project.units:
         raise KbError(Diagnostic(f"{path}: no training config or script of a known framework "
                                  f"found ({project.files} files read)"))
-    hw_seen = fixed
     for unit in project.units:
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
-            continue
-        unit_report, hw = _config_report(kb, unit, fixed)
-        report.units.append(unit_report)
-        hw_seen = hw_seen or (hw if hw.count else None)
-    if hw_seen is not None:
-        report.hardware = hw_seen.spec or f"{hw_seen.count} GPUs (type unknown)"
-        report.hardware_source = hw_seen.source
+        else:
+            report.units.append(_config_report(kb, unit, fixed)[0])
+    shared = fixed or nvidia_smi(kb)
+    if shared is not None:
+        report.hardware, report.hardware_source = shared.spec, shared.source
+    else:
+        report.hardware, report.hardware_source = "per config", "config, launch scripts"
     return report
 
 
@@ -89,7 +88,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed) -> tuple[UnitReport, Ha
     reading = read_options(kb, unit.framework, unit.files)
     hardware = _hardware(kb, unit, reading, fixed)
     model = find_model(kb, main.values)
-    ctx = build_context(kb, unit.framework, reading.values, hardware, model)
+    unseen = {o.key for o in kb.options_of(unit.framework)
+              if o.emits and not any(e.target in unit.files for e in o.emits)}
+    ctx = build_context(kb, unit.framework, reading.values, hardware, model,
+                        {key for key, _, _ in reading.odd} | unseen)
     out.checks = judge_config(ctx)
     others = {c.id for c in code_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
