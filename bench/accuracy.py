@@ -28,7 +28,7 @@ GPU_NAMES = {"A100-40GB": "A100-40G-SXM", "A100-80GB": "A100-80G-SXM", "A100": "
              "RTX4090": "RTX-4090", "L40S": "L40S", "A6000": "RTX-A6000",
              "unknown": "A100-80G-SXM"}
 LEVEL = {"allocated": "allocated", "active": "allocated", "reserved": "reserved",
-         "reserved-p99": "reserved", "nvidia-smi": "device", "unknown": "allocated"}
+         "reserved-p99": "reserved", "nvidia-smi": "device", "unknown": "reserved"}
 TARGETS = {
     ("q_proj", "v_proj"): "qv",
     ("k_proj", "q_proj", "v_proj"): "qkv",
@@ -79,6 +79,8 @@ def settings_for(row: dict) -> dict | None:
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((row["id"].split("-")[0], sharding), {}))
+    if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
+        out["fsdp_root_embeddings"] = "false"
     if method == "qlora":
         library = (row.get("quantization") or {}).get("library", "")
         out["quant_library"] = "torchao" if library.startswith("torchao") else "bnb"
