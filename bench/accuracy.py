@@ -64,7 +64,17 @@ def model_spec(name: str, m: dict) -> dict:
             "source": "shared/data/memory_measurements.yaml"}
 
 
-def settings_for(row: dict) -> dict | None:
+def _math_attention(row: dict, model: dict) -> bool:
+    """Eager attention, or SDPA with fewer K/V heads than Q heads where the script does not
+    expand them: PyTorch < 2.5 SDPA then falls back to its math kernel (flash and
+    memory-efficient kernels need equal head counts), and LitGPT @8641822 skips the K/V
+    expansion for multi-query models (lit_gpt/model.py, CausalSelfAttention.forward)."""
+    if row.get("attention") == "eager":
+        return True
+    return row["id"].startswith("litgpt") and model.get("num_key_value_heads") == 1
+
+
+def settings_for(row: dict, model: dict | None = None) -> dict | None:
     """The row as pytorch-framework settings, or None when it cannot be expressed."""
     method = METHODS.get(row["method"])
     sharding = SHARDING.get(row.get("distributed", "none"))
@@ -79,6 +89,7 @@ def settings_for(row: dict) -> dict | None:
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((row["id"].split("-")[0], sharding), {}))
+    out["attention"] = "math" if _math_attention(row, model or {}) else "flash"
     if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
         out["fsdp_root_embeddings"] = "false"
     if method == "qlora":
@@ -112,7 +123,7 @@ def evaluate(data_path: Path = DATA) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for row in data["measurements"]:
             model = models[row["model"]]
-            settings = settings_for(row) if model.get("kind") == "llm" else None
+            settings = settings_for(row, model) if model.get("kind") == "llm" else None
             if settings is None or row.get("duplicate_of"):
                 skipped.append((row["id"], row.get("method"), model.get("kind")))
                 continue
