@@ -89,6 +89,10 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((row["id"].split("-")[0], sharding), {}))
+    out["packing"] = "false" if row.get("packing") is False else "true"
+    out["compile"] = "true" if row.get("compile") is True else "false"
+    if row["method"] == "dora":
+        out["dora"] = "true"
     out["attention"] = "math" if _math_attention(row, model or {}) else "flash"
     if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
         out["fsdp_root_embeddings"] = "false"
