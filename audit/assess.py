@@ -86,10 +86,12 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
         query.update(num_gpus=hardware.count, nodes=hardware.nodes,
                      gpus_per_node=hardware.per_node)
     options = kb.options_of(framework)
-    for option in options:  # a config value that a query fact stands for
-        if isinstance(option.source_expr, ir.FactRef) and option.key in user \
-                and option.source_expr.path.startswith("query."):
-            query[option.source_expr.path.split(".", 1)[1]] = _whole(user[option.key])
+    for option in options:  # a config value (or the framework's default) for a query fact
+        if isinstance(option.source_expr, ir.FactRef) and \
+                option.source_expr.path.startswith("query.") and option.key not in unread:
+            value = user.get(option.key, option.default)
+            if value is not None:
+                query[option.source_expr.path.split(".", 1)[1]] = _whole(value)
     facts = collect_facts(kb, hardware.gpu, model, query)
     context = Context(kb, framework, facts, {}, dict(user), unread=set(unread))
     for option in options:

@@ -123,7 +123,11 @@ class Uses(ast.NodeVisitor):
 
     def visit_keyword(self, node: ast.keyword) -> None:
         if node.arg:
+            ranked = isinstance(node.value, ast.IfExp) and \
+                bool(re.search(r"rank", ast.unparse(node.value.test), re.I))
+            self.rank_depth += ranked
             self.add(node.arg, node.value)
+            self.rank_depth -= ranked
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 from kbsolve.audit.assess import Context, Undecided
 from kbsolve.audit.code_patterns import Uses, judge_code, parse_pattern
-from kbsolve.audit.mapping import plain
+from kbsolve.audit.mapping import plain, written_value
 from kbsolve.audit.model import CheckResult
 from kbsolve.dsl.kb import Check, KnowledgeBase
-from kbsolve.solver.report import option_key
+
+
+def shown_change(kb: KnowledgeBase, option, value) -> tuple[str, object]:
+    """(the framework's key, the value as written there) for one option value."""
+    for emit in sorted(option.emits, key=lambda e: e.target != option_key_target(kb, option)):
+        written = written_value(option, emit.target, value)
+        return (emit.key, written[1]) if written else (emit.key, None)
+    return option.name, plain(value)
+
+
+def option_key_target(kb: KnowledgeBase, option) -> str:
+    files = kb.frameworks[option.framework].files
+    return files[0].name if files else ""
 
 
 def config_checks(kb: KnowledgeBase, framework: str) -> list[Check]:
@@ -21,10 +33,8 @@ def code_checks(kb: KnowledgeBase, framework: str) -> list[Check]:
 
 def _result(kb: KnowledgeBase, check: Check, status: str, reason: str = "",
             evidence: list[str] | None = None) -> CheckResult:
-    changes = {}
-    for name, value in check.recommend:
-        option = kb.options.get(f"{check.framework}.{name}")
-        changes[option_key(kb, option) if option else name] = plain(value)
+    changes = dict(shown_change(kb, kb.options[f"{check.framework}.{name}"], value)
+                   for name, value in check.recommend)
     return CheckResult(id=check.id, category=check.category, title_en=check.title_en,
                        title_zh=check.title_zh, points=check.points, priority=check.priority,
                        status=status, reason=reason, advice_en=check.advice_en,

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kbsolve.diagnostics import Span
+from kbsolve.diagnostics import KbError, Span
+from kbsolve.dsl.ir import options_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
+from kbsolve.solver.evaluate import Evaluator
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -45,11 +47,36 @@ def read_options(kb: KnowledgeBase, framework: str, files: dict[str, FlatFile]) 
     paths = {f.path for f in kb.frameworks[framework].files}
     reading = Reading()
     for option in kb.options_of(framework):
-        _read_one(option, files, paths, reading)
+        _read_one(kb, option, files, paths, reading)
     return reading
 
 
-def _read_one(option: Option, files: dict[str, FlatFile], paths: set, reading: Reading) -> None:
+def _by_static_emits(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile],
+                     candidates: list) -> list:
+    """The values whose fixed emits (`emit deepspeed "..." = ... when ...`) best
+    agree with what the files hold; only emits that tell the values apart count."""
+    defaults = {o.key: o.default for o in kb.options_of(option.framework)}
+    evaluator = Evaluator(kb, option.framework, {})
+    signs = []  # (key present?, {value: emit wanted?})
+    for static in kb.emits:
+        file = files.get(static.target)
+        if static.framework != option.framework or file is None or static.when is None \
+                or options_used(static.when) != {option.key}:
+            continue
+        try:
+            wanted = {v: bool(evaluator.run(static.when, {**defaults, option.key: v}))
+                      for v in candidates}
+        except KbError:
+            continue
+        if len(set(wanted.values())) > 1:
+            signs.append((static.key in file.values, wanted))
+    misses = {v: sum(present != wanted[v] for present, wanted in signs) for v in candidates}
+    best = min(misses.values())
+    return [v for v in candidates if misses[v] == best]
+
+
+def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], paths: set,
+              reading: Reading) -> None:
     candidates: list | None = list(option.domain) if option.domain is not None else None
     present = False
     for emit in option.emits:
@@ -89,6 +116,8 @@ def _read_one(option: Option, files: dict[str, FlatFile], paths: set, reading: R
     if not candidates:
         reading.odd.append((option.key, reading.where[option.key][1], reading.raw[option.key]))
         return
+    if len(candidates) > 1:
+        candidates = _by_static_emits(kb, option, files, candidates)
     if len(candidates) > 1:
         reading.ambiguous.append((option.key, tuple(candidates)))
     reading.values[option.key] = option.default if option.default in candidates \

@@ -4,11 +4,13 @@ rule and still fit (checked by the solver's reference evaluator)."""
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Any
 
 from kbsolve.audit.assess import Context, Undecided
 from kbsolve.audit.mapping import FlatFile, plain, written_value
 from kbsolve.audit.model import Change, CheckResult, Finding
+from kbsolve.dsl.ir import options_used
 from kbsolve.solver.metrics import measure
 from kbsolve.solver.problem import build_problem
 
@@ -27,10 +29,32 @@ def sound(ctx: Context, assignment: dict[str, Any], must_fit: bool) -> bool:
     return True
 
 
-def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool) -> dict[str, Any]:
-    """Option changes from the recommended items, greedily, in priority order."""
+def repair(ctx: Context, broken: list[str]) -> dict[str, Any]:
+    """The fewest changes (one, else two) to the options of the broken rules that
+    make every decidable rule hold; each option's default is tried first."""
     kb = ctx.kb
-    chosen: dict[str, Any] = {}
+    involved = sorted({k for rule_id in broken
+                       for k in options_used(kb.rules[f"{ctx.framework}.{rule_id}"].expr)})
+    singles = []
+    for key in involved:
+        option = kb.options[key]
+        values = [option.default] + [v for v in option.domain or () if v != option.default]
+        singles += [{key: v} for v in values if v != ctx.assignment.get(key)]
+    for change in singles:
+        if sound(ctx, ctx.with_changes(change), False):
+            return change
+    for a, b in combinations(singles, 2):
+        if a.keys() != b.keys() and sound(ctx, ctx.with_changes({**a, **b}), False):
+            return {**a, **b}
+    return {}
+
+
+def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,
+           base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Option changes from the recommended items, greedily, in priority order,
+    on top of `base` (the repair of broken rules)."""
+    kb = ctx.kb
+    chosen: dict[str, Any] = dict(base or {})
     groups: set[str] = set()
     for result in ordered:
         check = kb.checks[f"{ctx.framework}.{result.id}"]

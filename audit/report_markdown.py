@@ -51,12 +51,13 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
         if not items:
             lines.append(f"- {w['none']}")
         for i, r in enumerate(items, 1):
-            setting = ", ".join(f"`{k}: {_yaml(v)}`" for k, v in r.changes.items())
+            setting = ", ".join(f"`{k}: {yaml_text(v)}`" for k, v in r.changes.items())
             text = f"{i}. **{title(r, lang)}** ({r.id}, {r.points}): {advice(r, lang)}"
             lines.append(text + (f" {setting}" if setting else ""))
             lines += [f"   - {w['evidence']}: {e}" for e in r.evidence[:5]]
-    lines += ["", f"### {w['changes']}", ""]
-    lines += diff_lines(unit.changes) if unit.changes else [f"- {w['none']}"]
+    if unit.kind == "config":
+        lines += ["", f"### {w['changes']}", ""]
+        lines += diff_lines(unit.changes) if unit.changes else [f"- {w['none']}"]
     if unit.changes_proven:
         fit = w["proven_fit"] if unit.fit and unit.fit.status == "fits" else ""
         lines += ["", w["proven"].format(fit=fit)]
@@ -102,15 +103,15 @@ def diff_lines(changes: list[Change]) -> list[str]:
     for change in changes:
         comment = f"  # {change.reason}" if change.reason else ""
         if change.old is not None:
-            lines.append(f"- {change.key}: {_yaml(change.old)}")
+            lines.append(f"- {change.key}: {yaml_text(change.old)}")
         if not change.removed:
-            lines.append(f"+ {change.key}: {_yaml(change.new)}{comment}")
+            lines.append(f"+ {change.key}: {yaml_text(change.new)}{comment}")
         elif comment:
             lines[-1] += comment
     return lines + ["```"]
 
 
-def _yaml(value: Any) -> str:
+def yaml_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:

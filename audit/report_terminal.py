@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbsolve.audit.model import AuditReport
-from kbsolve.audit.report_markdown import fit_line
+from kbsolve.audit.report_markdown import fit_line, yaml_text
 from kbsolve.audit.words import title, words
 
 
@@ -27,5 +27,5 @@ def terminal(report: AuditReport, lang: str = "en") -> str:
         todo = [r for p in ("P0", "P1", "P2") for r in unit.recommendations.get(p, [])]
         for r in todo[:5]:
             lines.append(f"  {r.priority} {title(r, lang)}: "
-                         + ", ".join(f"{k}={v}" for k, v in r.changes.items()))
+                         + ", ".join(f"{k}: {yaml_text(v)}" for k, v in r.changes.items()))
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ from kbsolve.audit.mapping import Reading, plain, read_options
 from kbsolve.audit.model import AuditReport, UnitReport
 from kbsolve.audit.model_lookup import find_model
 from kbsolve.audit.read_project import Unit, read_project
-from kbsolve.audit.recommend import changes, choose, sound
+from kbsolve.audit.recommend import changes, choose, repair, sound
 from kbsolve.audit.score import by_priority, score
 from kbsolve.audit.walk import walk
 from kbsolve.diagnostics import Diagnostic, KbError
@@ -46,6 +46,9 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None) -> Audi
 
 def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
     out = UnitReport(framework=unit.framework, kind="code", path=unit.rel, signs=unit.signs)
+    fw = kb.frameworks[unit.framework]
+    out.basic = {"framework": f"{unit.framework} {fw.version}".strip(), "script": unit.rel,
+                 "signs": ", ".join(unit.signs)}
     uses, problem = scan(unit.code, unit.rel)
     if uses is None:
         out.notes.append(problem)
@@ -104,8 +107,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed) -> tuple[UnitReport, Ha
         find.value_findings(ctx, reading, unit.files, main_name)
     out.fit, _ = fit_check(ctx)
     ordered = [r for p in ("P0", "P1", "P2") for r in out.recommendations[p]]
-    chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits")
-    why = {}
+    fixes = repair(ctx, [f.id for f in out.errors if f.kind == "rule"])
+    chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes)
+    why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
+           for key in fixes}
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
