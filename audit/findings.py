@@ -111,7 +111,8 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
             found.append(Finding(kind="no_op", id=yaml_key, location=reading.span(files, key),
                                  message=f"{yaml_key}: {_shown(value)} has no effect in this "
                                          f"config (it applies only under another setting)",
-                                 because=option.meta.doc, source=option.meta.source))
+                                 because=option.meta.doc, source=option.meta.source,
+                                 fix={yaml_key: None}))
     for warning in kb.of(kb.warnings, ctx.framework):
         involved = options_used(warning.expr)
         if not (involved & reading.where.keys()) and (involved or not facts_used(warning.expr)):

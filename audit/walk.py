@@ -31,9 +31,10 @@ class Tree:
     notes: list[str] = field(default_factory=list)  # what was skipped, and why
 
     def by_rel(self) -> dict[str, Entry]:
-        if len(getattr(self, "_index", ())) != len(self.files):
-            self._index = {e.rel: e for e in self.files}
-        return self._index
+        index = self.__dict__.get("_index")
+        if index is None or len(index) != len(self.files):
+            index = self.__dict__["_index"] = {e.rel: e for e in self.files}
+        return index
 
 
 def walk(path: str | os.PathLike) -> Tree:

@@ -1,0 +1,155 @@
+"""kbsolve audit on the fixture projects: detection, reading, judging, scores,
+errors and silent failures, all checked against the KB's own items."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbsolve import api
+from tests.audit_helpers import PROJECTS, unit
+
+LF, FF = "llamafactory", "flow-factory"
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb(use_cache=False)
+
+
+@pytest.fixture(scope="module")
+def lf(kb):
+    return api.audit(str(PROJECTS / "lf_project"), "8xH100", kb=kb)[0]
+
+
+@pytest.fixture(scope="module")
+def ff(kb):
+    return api.audit(str(PROJECTS / "ff_project"), kb=kb)[0]
+
+
+def test_detection_reads_every_kind_of_sign(lf):
+    kinds = {sign.split()[0] for sign in lf.frameworks[LF]}
+    assert {"cli", "dependency", "path"} <= kinds
+    assert any("data/dataset_info.json" in s for s in lf.frameworks[LF])
+
+
+def test_each_config_is_a_unit_and_references_are_not(lf):
+    paths = sorted(u.path for u in lf.units)
+    assert paths == ["configs/broken.yaml", "configs/oom.yaml", "configs/qwen_lora.yaml"]
+    assert all(u.framework == LF for u in lf.units)
+    assert unit(lf, "broken.yaml").files["deepspeed"] == "configs/ds_z3.json"
+
+
+def test_malformed_yaml_is_reported_with_its_line_and_the_rest_audited(lf):
+    assert any(n.startswith("configs/malformed.yaml:3:") and "YAML syntax error" in n
+               for n in lf.notes)
+
+
+def test_launch_script_gives_env_and_gpu_count(kb):
+    report = api.audit(str(PROJECTS / "lf_project"), kb=kb)[0]
+    good = unit(report, "qwen_lora.yaml")
+    assert "FORCE_TORCHRUN=1" in good.basic["environment"]
+    assert good.basic["launch"] == "run.sh"
+    assert good.basic["hardware"].startswith("4 GPUs") or "x 4" in good.basic["hardware"]
+
+
+def test_unknown_gpu_leaves_hardware_items_undecided(kb):
+    report = api.audit(str(PROJECTS / "lf_project" / "configs" / "qwen_lora.yaml"), kb=kb)[0]
+    good = report.units[0]
+    assert good.basic["hardware"] == "unknown (give --gpus)"
+    assert good.fit.status == "undecided"
+    needs_gpu = [c for c in kb.of(kb.checks, LF) if c.applies is not None
+                 and any(p.startswith("gpu.") for p in _facts(c.applies))]
+    statuses = {r.id: r.status for r in good.checks}
+    assert needs_gpu and all(statuses[c.id] == "undecided" for c in needs_gpu)
+    assert any("gpu." in item for item in good.undecided)
+
+
+def _facts(node):
+    from kbsolve.dsl.ir import facts_used
+    return facts_used(node)
+
+
+def test_hard_rule_errors_carry_because_and_source(kb, lf):
+    broken = unit(lf, "broken.yaml")
+    rules = {f.id: f for f in broken.errors if f.kind == "rule"}
+    assert {"P13", "P16"} <= rules.keys()
+    for rule_id, finding in rules.items():
+        rule = kb.rules[f"{LF}.{rule_id}"]
+        assert finding.because == rule.meta.because and finding.source == rule.meta.source
+    assert rules["P13"].location == "configs/broken.yaml:6:1"  # the deepspeed line
+
+
+def test_invented_key_is_an_error_where_unknown_keys_are_rejected(kb, lf):
+    assert kb.frameworks[LF].unknown_keys == "error"
+    broken = unit(lf, "broken.yaml")
+    assert any(f.id == "use_liger" and f.kind in ("nokey", "alias") for f in broken.errors)
+
+
+def test_silent_failures_old_value_no_op_and_warning(lf):
+    silent = {(f.kind, f.id) for f in unit(lf, "broken.yaml").silent}
+    assert ("value_alias", "quantization_method") in silent
+    assert ("no_op", "galore_rank") in silent
+    assert ("warning", "W_FP8_STAGE") in silent
+
+
+def test_scores_follow_the_checks_points(kb, lf):
+    for u in lf.units:
+        by_id = {r.id: r for r in u.checks}
+        for cat in u.categories:
+            earned = sum(by_id[c.id].points for c in kb.of(kb.checks, LF)
+                         if c.category == cat.id and c.id in by_id
+                         and by_id[c.id].status in ("enabled", "not_applicable"))
+            assert cat.score == min(earned, kb.categories[f"{LF}.{cat.id}"].points)
+        assert u.points == sum(c.points for c in kb.of(kb.categories, LF))
+        assert u.score == sum(c.score for c in u.categories)
+
+
+def test_statuses_follow_the_check_conditions(kb, lf):
+    good = unit(lf, "qwen_lora.yaml")
+    status = {r.id: r.status for r in good.checks}
+    lora = [c for c in kb.of(kb.checks, LF) if c.recommend == (("finetuning_type", "lora"),)]
+    assert lora and all(status[c.id] == "enabled" for c in lora)
+
+
+def test_recommended_diff_is_proven_and_repairs_the_errors(lf):
+    broken = unit(lf, "broken.yaml")
+    assert broken.changes_proven
+    changed = {c.key for c in broken.changes}
+    assert "use_liger" in changed and ({"deepspeed", "pure_bf16"} & changed)
+
+
+def test_fit_check_names_the_overflow_and_its_term(kb):
+    report = api.audit(str(PROJECTS / "lf_project" / "configs" / "oom.yaml"), "1xA100",
+                       kb=kb)[0]
+    fit = report.units[0].fit
+    assert fit.status == "oom" and fit.over_gib > 0
+    assert fit.over_gib == pytest.approx(fit.device_gib - fit.budget_gib, abs=0.01)
+    assert fit.largest_term == max(fit.breakdown, key=lambda t: t.gib).term
+
+
+def test_flow_factory_sections_nokeys_and_rules(kb, ff):
+    config = unit(ff, "train.yaml")
+    assert config.framework == FF and kb.frameworks[FF].unknown_keys == "ignore"
+    assert config.files["accelerate"] == "config/accelerate.yaml"
+    assert "8" in config.basic["hardware"]
+    assert any(f.kind == "rule" and f.id == "R8" for f in config.errors)
+    silent = {(f.kind, f.id) for f in config.silent}
+    assert ("nokey", "run_name") in silent  # top level: ignored
+    assert ("wrong_section", "group_size") in silent
+    assert ("no_op", "scheduler.noise_level") in silent
+    assert ("value_alias", "model.master_weight_dtype") in silent
+    assert not any(f.id == "log.run_name" for f in config.silent + config.errors)
+    assert config.points == sum(c.points for c in kb.of(kb.categories, FF))
+
+
+def test_audit_never_writes_without_fix(tmp_path):
+    import hashlib
+    import shutil
+    project = tmp_path / "p"
+    shutil.copytree(PROJECTS / "lf_project", project)
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in project.rglob("*")
+              if p.is_file()}
+    api.audit(str(project), "8xH100")
+    after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in project.rglob("*")
+             if p.is_file()}
+    assert before == after

@@ -1,0 +1,96 @@
+"""Bad input: one line and exit 2, or a note while the rest is audited; never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tests.audit_helpers import PROJECTS, run_cli
+
+GOOD = (PROJECTS / "lf_project" / "configs" / "qwen_lora.yaml").read_text()
+
+
+def audit(capsys, path, *extra):
+    code, out, err = run_cli(capsys, "audit", str(path), "--format", "json", *extra)
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def test_missing_path_is_one_line_exit_2(capsys, tmp_path):
+    code, out, err = audit(capsys, tmp_path / "nope")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "nope: no such file or folder" in err
+
+
+def test_empty_project_is_exit_2(capsys, tmp_path):
+    code, _, err = audit(capsys, tmp_path)
+    assert code == 2 and "no training config" in err
+
+
+def test_project_without_configs_is_exit_2(capsys, tmp_path):
+    (tmp_path / "notes.yaml").write_text("shopping: [milk, eggs]\n")
+    (tmp_path / "data.json").write_text("{}")
+    code, _, err = audit(capsys, tmp_path)
+    assert code == 2 and "no training config" in err
+
+
+@pytest.fixture()
+def hostile(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "good.yaml").write_text(GOOD)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi")) + "finetuning_type: lora\nstage: sft\n"
+    (root / "bomb.yaml").write_text(bomb)
+    (root / "binary.yaml").write_bytes(b"stage: sft\x00\x01\x02finetuning_type")
+    (root / "huge.yaml").write_text("stage: sft\n" + "# pad\n" * 600_000)
+    (root / "latin1.yaml").write_bytes("stage: sft\nfinetuning_type: lora # caf\xe9\n"
+                                       .encode("latin-1"))
+    (root / "dir.yaml").mkdir()
+    os.symlink(root, root / "loop")
+    os.symlink(root / "missing", root / "broken_link.yaml")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(GOOD)
+    os.symlink(outside, root / "escape.yaml")
+    locked = root / "locked.yaml"
+    locked.write_text(GOOD)
+    locked.chmod(0)
+    yield root
+    locked.chmod(0o644)
+
+
+def test_hostile_files_are_skipped_with_notes(capsys, hostile):
+    import json
+    code, out, _ = audit(capsys, hostile)
+    assert code == 0
+    report = json.loads(out)
+    audited = {u["path"] for u in report["units"]}
+    assert "good.yaml" in audited
+    assert not audited & {"bomb.yaml", "binary.yaml", "huge.yaml", "escape.yaml", "latin1.yaml"}
+    notes = "\n".join(report["notes"])
+    assert "bomb.yaml" in notes and "aliases" in notes
+    assert "binary.yaml" in notes and "binary" in notes
+    assert "huge.yaml" in notes and "larger than" in notes
+    assert "latin1.yaml" in notes and "UTF-8" in notes
+    assert "escape.yaml: skipped, a symlink leaving the project" in notes
+    assert "loop: skipped" in notes and "broken_link.yaml: skipped" in notes
+    if os.geteuid() != 0:  # root reads anything
+        assert "locked.yaml" in notes and "locked.yaml" not in audited
+
+
+def test_broken_deepspeed_json_is_a_note(capsys, tmp_path):
+    shutil.copytree(PROJECTS / "lf_project", tmp_path / "p")
+    (tmp_path / "p" / "configs" / "ds_z3.json").write_text('{"zero_optimization": {"stage": 3,,}')
+    import json
+    code, out, _ = audit(capsys, tmp_path / "p")
+    broken = next(u for u in json.loads(out)["units"] if u["path"].endswith("broken.yaml"))
+    assert code == 0 and any("ds_z3.json:1:" in n and "invalid JSON" in n
+                             for n in broken["notes"])
+
+
+def test_bad_gpus_flag_is_exit_2(capsys):
+    code, _, err = audit(capsys, PROJECTS / "lf_project", "--gpus", "8xNoSuchGPU")
+    assert code == 2 and "NoSuchGPU" in err
