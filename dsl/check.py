@@ -280,7 +280,9 @@ class _Checker:
         pairs = []
         for lit, written in mapping or ():
             value = self._domain_literal(entry, lit, otype, domain)
-            out = None if written is None else self.resolver.literal(written, None, "")
+            out = None if written is None else (
+                tuple(self.resolver.literal(w, None, "") for w in written)
+                if isinstance(written, tuple) else self.resolver.literal(written, None, ""))
             pairs.append((value, out))
         return kb.Emit(str(target), key, tuple(pairs) if mapping else None, clause.span)
 

@@ -352,6 +352,9 @@ class _Builder(Transformer):
     def omit(self, meta, children):
         return None
 
+    def list_value(self, meta, children):
+        return tuple(children)  # a map value written as a YAML list
+
     def emit_map(self, meta, children):
         return tuple(children)
 

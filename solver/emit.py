@@ -60,6 +60,8 @@ def _native(value, option):
 
 
 def _put(tree: dict, dotted: str, value) -> None:
+    if isinstance(value, tuple):  # a list map value
+        value = [plain(v) for v in value]
     parts = dotted.split(".")
     for part in parts[:-1]:
         tree = tree.setdefault(part, {})

@@ -46,6 +46,8 @@ def _run(kb: KnowledgeBase, test: Test) -> TestResult:
                                     "resolution", "frames") if k in given}
     if "headroom" in given:
         fields["headroom"] = float(given["headroom"])
+    if "height" in given or "width" in given:  # query facts; the query takes them as HxW
+        fields["resolution"] = f"{given.get('height', 512)}x{given.get('width', 512)}"
     fields["set"] = [f"{name}={_pin_text(value)}" for name, value in test.pins]
     try:
         resolved = resolve(kb, Query(**fields))
