@@ -96,6 +96,6 @@ class AuditReport(BaseModel):
     files: int
     frameworks: dict[str, list[str]] = Field(default_factory=dict, description="signs found")
     hardware: str = "unknown"
-    hardware_source: str = "unknown"
+    hardware_source: str = Field("", description="--gpus or nvidia-smi; empty: per config")
     units: list[UnitReport] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

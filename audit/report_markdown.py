@@ -15,8 +15,10 @@ def markdown(report: AuditReport, lang: str = "en") -> str:
     lines.append(f"- {w['frameworks']}: " + ("; ".join(
         f"{fw} ({', '.join(signs[:4])})" for fw, signs in sorted(report.frameworks.items()))
         or w["none"]))
-    lines.append(f"- {w['hardware']}: {report.hardware} ({report.hardware_source})")
-    lines.append(f"- {report.files} {w['files']}, {len(report.units)} config(s)")
+    hardware = f"{report.hardware} ({report.hardware_source})" if report.hardware_source \
+        else w["per_config"]
+    lines.append(f"- {w['hardware']}: {hardware}")
+    lines.append(f"- {report.files} {w['files']}; {w['units'].format(n=len(report.units))}")
     lines += _list(w["notes"], report.notes, level=2)
     for unit in report.units:
         lines += [""] + _unit(unit, lang)

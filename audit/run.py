@@ -40,7 +40,7 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None) -> Audi
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
     else:
-        report.hardware, report.hardware_source = "per config", "config, launch scripts"
+        report.hardware, report.hardware_source = "per config", ""
     return report
 
 

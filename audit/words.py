@@ -24,7 +24,9 @@ WORDS = {
         "enabled_s": "enabled", "not_enabled_s": "not enabled", "recommended_s": "recommended",
         "not_applicable_s": "not applicable", "undecided_s": "undecided",
         "framework": "Framework", "model": "Model", "task": "Task", "launch": "Launch scripts",
-        "environment": "Environment",
+        "environment": "Environment", "script": "Script", "signs": "Signs",
+        "per_config": "per config (from each config and its launch scripts)",
+        "units": "{n} config(s) and script(s) audited",
     },
     "zh": {
         "project": "kbsolve 审计", "title": "{fw} 训练优化审计报告",
@@ -47,7 +49,9 @@ WORDS = {
         "enabled_s": "已启用", "not_enabled_s": "未启用", "recommended_s": "建议启用",
         "not_applicable_s": "不适用", "undecided_s": "待定",
         "framework": "框架", "model": "模型", "task": "训练任务", "launch": "启动脚本",
-        "environment": "环境变量",
+        "environment": "环境变量", "script": "脚本", "signs": "识别依据",
+        "per_config": "按配置（取自各配置及其启动脚本）",
+        "units": "审计了 {n} 个配置或脚本",
     },
 }
 

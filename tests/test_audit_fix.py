@@ -64,7 +64,7 @@ def test_fix_without_write_changes_nothing(project, capsys):
     assert oom.read_bytes() == before
 
 
-@pytest.mark.parametrize("symptom", ["slow", "unstable"])
+@pytest.mark.parametrize("symptom", ["slow", "unstable"], ids=["speed", "stability"])
 def test_other_symptoms_give_reasons(project, symptom):
     result = api.fix(str(project / "configs" / "qwen_lora.yaml"), symptom, "8xH100")
     for s in result.suggestions:

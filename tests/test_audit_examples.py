@@ -1,0 +1,70 @@
+"""Both frameworks' own example configs, read in place from ../shared/examples:
+none may crash the audit, and the errors found must be true ones (checked
+against ../shared/reference/ by hand; see the comments)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbsolve import api
+from tests.audit_helpers import EXAMPLES
+
+pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="../shared/examples not present")
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb(use_cache=False)
+
+
+@pytest.fixture(scope="module")
+def lf(kb):
+    return api.audit(str(EXAMPLES / "llamafactory"), kb=kb)[0]
+
+
+@pytest.fixture(scope="module")
+def ff(kb):
+    return api.audit(str(EXAMPLES / "flow-factory"), kb=kb)[0]
+
+
+def test_every_llamafactory_training_example_is_audited(lf):
+    paths = {u.path for u in lf.units}
+    for folder in ("train_lora", "train_full", "train_qlora"):
+        expected = {p.relative_to(EXAMPLES / "llamafactory").as_posix()
+                    for p in (EXAMPLES / "llamafactory" / "examples" / folder).glob("*.yaml")}
+        assert expected and expected <= paths
+    assert all(u.framework == "llamafactory" for u in lf.units)
+    assert not any("/deepspeed/" in p or "/accelerate/" in p for p in paths)
+
+
+def test_llamafactory_examples_have_no_errors(lf):
+    # The project's own examples start: a hard-rule error on them would be false.
+    assert [(u.path, f.id) for u in lf.units for f in u.errors] == []
+
+
+def test_deepspeed_json_is_read_through_the_reference(lf):
+    ds3 = next(u for u in lf.units if u.path.endswith("train_lora/qwen3_lora_sft_ds3.yaml"))
+    assert ds3.files["deepspeed"] == "examples/deepspeed/ds_z3_config.json"
+
+
+def test_every_flow_factory_example_is_audited(ff):
+    expected = {p.relative_to(EXAMPLES / "flow-factory").as_posix()
+                for p in (EXAMPLES / "flow-factory" / "examples").rglob("*.yaml")}
+    paths = {u.path for u in ff.units}
+    assert expected <= paths
+    assert not any(p.startswith("config/") for p in paths)  # accelerate/DeepSpeed files
+
+
+def test_flow_factory_errors_are_true(ff):
+    found = {(u.path, f.id) for u in ff.units for f in u.errors}
+    # reference/flowfactory.md R11: with group_contiguous, M % W must be 0, else M is
+    # rounded up. template/sd3_5/async_reward: 6 processes, M = 64 (async rewards force
+    # group_contiguous, R10); multinode_examples/train.yaml: 32 processes
+    # (fsdp2_wan.yaml), M = 48.
+    assert found == {("examples/template/sd3_5/async_reward.yaml", "R11_CONTIGUOUS"),
+                     ("multinode_examples/train.yaml", "R11_CONTIGUOUS")}
+
+
+def test_flow_factory_sections_are_not_flagged(ff):
+    flagged = {f.id for u in ff.units for f in u.silent if f.kind in ("nokey", "wrong_section")}
+    assert not any(key.startswith(("log.", "eval.")) for key in flagged)

@@ -1,0 +1,61 @@
+"""The report's three views and two languages; golden Markdown for the seed-004
+PyTorch fixture in English and Chinese (KBSOLVE_UPDATE_GOLDEN=1 rewrites them)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.audit_helpers import PROJECTS, run_cli
+
+GOLDEN = PROJECTS / "golden"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_pytorch_report_matches_golden(capsys, lang):
+    code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "pt_project"), "--lang", lang)
+    assert code == 0
+    text = out.replace(str(PROJECTS / "pt_project"), "<project>")
+    golden = GOLDEN / f"pt_project.{lang}.md"
+    if os.environ.get("KBSOLVE_UPDATE_GOLDEN"):
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def test_markdown_has_the_seed_sections(capsys):
+    code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "8xH100")
+    assert code == 0
+    for heading in ("### Basic info", "### Audit overview", "#### P0 - do now",
+                    "#### P1 - strongly recommended", "#### P2 - worth trying",
+                    "### Recommended configuration changes", "```diff", "### Errors",
+                    "### Silent failures", "### Fit check"):
+        assert heading in out
+    assert "| **Total** | **" in out
+
+
+def test_chinese_uses_the_seed_titles_and_check_titles(capsys):
+    code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "8xH100",
+                           "--lang", "zh")
+    assert code == 0
+    for heading in ("训练优化审计报告", "### 基本信息", "### 审计结果总览",
+                    "#### P0 - 立即执行（显著收益，零风险）", "### 推荐配置修改", "**总计**"):
+        assert heading in out
+    from kbsolve import api
+    kb = api.load_kb(use_cache=False)
+    category = next(c for c in kb.of(kb.categories, "llamafactory"))
+    assert f"{category.id}. {category.title_zh}" in out
+
+
+def test_json_is_the_report_model(capsys):
+    code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "ff_project"), "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["units"][0]["framework"] == "flow-factory"
+    assert {"errors", "silent", "fit", "categories", "changes"} <= data["units"][0].keys()
+
+
+def test_terminal_view_is_short(capsys):
+    code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "1xA100",
+                           "--format", "terminal")
+    assert code == 0 and "will OOM by" in out and len(out.splitlines()) < 60
