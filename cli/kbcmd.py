@@ -47,3 +47,21 @@ def test_command(packs: tuple[str, ...], select: str | None, coverage: bool) -> 
                                                             " — " + ", ".join(names)))
             del total
     return 1 if failed else EXIT_OK
+
+
+@kb_group.command("fmt")
+@kb_option
+@click.option("--check", "check_only", is_flag=True,
+              help="Change nothing; list the files that are not canonical and exit 1.")
+@click.argument("paths", nargs=-1, type=click.Path())
+def fmt_command(packs: tuple[str, ...], check_only: bool, paths: tuple[str, ...]) -> int:
+    """Lay out rule files canonically (default: the shipped KB and packs).
+
+    A file that does not parse is reported and nothing is written."""
+    changed = api.format_rule_files(list(paths), packs=list(packs), write=not check_only)
+    verb = "would reformat" if check_only else "reformatted"
+    for path in changed:
+        click.echo(f"{verb} {path}")
+    click.echo(f"kb fmt: {len(changed)} file(s) {verb}" if changed else
+               "kb fmt: every file is canonical")
+    return 1 if check_only and changed else EXIT_OK

@@ -1,0 +1,1 @@
+"""Tools for rule authors: formatting files, deep checks, dependency graphs."""
