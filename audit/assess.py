@@ -64,7 +64,19 @@ def options_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
     return _through_lets(kb, node, ir.options_used)
 
 
+_NEEDED: dict[tuple, tuple] = {}  # (id(node), reader) -> (node, names), for the KB's life
+
+
 def _through_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:
+    cached = _NEEDED.get((id(node), used))
+    if cached is not None and cached[0] is node:
+        return cached[1]
+    found = _walk_lets(kb, node, used)
+    _NEEDED[(id(node), used)] = (node, found)
+    return found
+
+
+def _walk_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:
     found: set[str] = set()
     todo = list(ir.lets_used(node))
     seen: set[str] = set()

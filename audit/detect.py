@@ -34,6 +34,13 @@ class ProjectText:
         self.texts: dict[str, str | None] = {}
         self.notes: list[str] = []
         self._index = tree.by_rel()
+        self._modules: dict[str, set[str]] = {}
+
+    def modules(self, rel: str) -> set[str]:
+        """The modules a Python file imports (read once)."""
+        if rel not in self._modules:
+            self._modules[rel] = imported_modules(self.text(rel) or "")
+        return self._modules[rel]
 
     def text(self, rel: str) -> str | None:
         if rel not in self.texts:
@@ -65,7 +72,7 @@ def project_signs(kb: KnowledgeBase, texts: ProjectText) -> list[Sign]:
         fw = detector.framework
         for entry_rel in rels:
             if detector.imports and kinds.is_python(entry_rel):
-                modules = imported_modules(texts.text(entry_rel) or "")
+                modules = texts.modules(entry_rel)
                 for pkg in detector.imports:
                     if any(m == pkg or m.startswith(pkg + ".") for m in modules):
                         signs.append(Sign(fw, "import", pkg, entry_rel))

@@ -10,7 +10,7 @@ from pathlib import Path
 from kbsolve.audit import kinds
 from kbsolve.audit.classify import classify, key_sets
 from kbsolve.audit.code_patterns import has_code_checks
-from kbsolve.audit.detect import ProjectText, Sign, imported_modules, project_signs
+from kbsolve.audit.detect import ProjectText, Sign, project_signs
 from kbsolve.audit.launch import LaunchInfo, read_launch
 from kbsolve.audit.mapping import FlatFile
 from kbsolve.audit.texts import Unreadable, data_of, flatten
@@ -157,13 +157,10 @@ def _code_units(kb: KnowledgeBase, tree: Tree, texts: ProjectText) -> list[Unit]
         for entry in tree.files:
             if not kinds.is_python(entry.rel):
                 continue
-            text = texts.text(entry.rel)
-            if text is None:
-                continue
-            modules = imported_modules(text)
+            modules = texts.modules(entry.rel)
             hits = [p for p in detector.imports
                     if any(m == p or m.startswith(p + ".") for m in modules)]
             if hits:
                 units.append(Unit(name, "code", entry.rel, signs=[f"import {h}" for h in hits],
-                                  code=text))
+                                  code=texts.text(entry.rel) or ""))
     return units
