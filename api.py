@@ -128,18 +128,18 @@ def format_rule_files(paths: list[str] | None = None, *, packs: list[str] | None
 
 
 def audit(path: str, gpus: str | None = None, kb: KnowledgeBase | None = None, *,
-          packs: list[str] | None = None, fix: bool = False):
-    """Audit a training project (folder or one config); with fix=True, write each
-    config's recommended changes (a .bak is kept) and return the re-audit.
-    Returns (AuditReport, {config: keys written})."""
+          packs: list[str] | None = None, fix: bool = False, plan: bool = False):
+    """Audit a training project (folder or one config); plan=True adds the solver's
+    best plan per config; fix=True writes each config's recommended changes (a
+    .bak is kept) and returns the re-audit. Returns (AuditReport, {config: keys})."""
     from kbsolve.audit.fix_config import fix_project
     from kbsolve.audit.run import audit_project
     knowledge = kb or load_kb(packs)
-    report = audit_project(knowledge, path, gpus)
+    report = audit_project(knowledge, path, gpus, plan)
     if not fix:
         return report, {}
     written = fix_project(knowledge, report)
-    return (audit_project(knowledge, path, gpus) if written else report), written
+    return (audit_project(knowledge, path, gpus, plan) if written else report), written
 
 
 def fix(config: str, symptom: str, gpus: str | None = None, kb: KnowledgeBase | None = None,

@@ -69,6 +69,20 @@ class Change(BaseModel):
     reason: str = ""
 
 
+class PlanChange(BaseModel):
+    key: str
+    old: Any = None
+    new: Any = None
+    reason: str = ""
+
+
+class BestPlan(BaseModel):
+    status: str
+    changes: list[PlanChange] = Field(default_factory=list)
+    speedup: float | None = Field(None, description="config step time per work / the plan's")
+    reason: str = ""
+
+
 class UnitReport(BaseModel):
     framework: str
     kind: Literal["config", "code"]
@@ -87,6 +101,7 @@ class UnitReport(BaseModel):
     silent: list[Finding] = Field(default_factory=list)
     unknown_keys: list[str] = Field(default_factory=list)
     fit: Fit | None = None
+    plan: BestPlan | None = None
     undecided: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 

@@ -63,11 +63,28 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
     if unit.changes_proven:
         fit = w["proven_fit"] if unit.fit and unit.fit.status == "fits" else ""
         lines += ["", w["proven"].format(fit=fit)]
+    if unit.plan is not None:
+        lines += ["", f"### {w['plan']}", ""] + plan_lines(unit, w)
     lines += _list(w["undecided"], unit.undecided)
     lines += _list(w["unknown_keys"], [", ".join(f"`{k}`" for k in unit.unknown_keys)]
                    if unit.unknown_keys else [])
     lines += _list(w["notes"], unit.notes)
     return lines
+
+
+def plan_lines(unit: UnitReport, w: dict[str, str]) -> list[str]:
+    plan = unit.plan
+    if plan.status not in ("optimal", "feasible"):
+        return [f"- {plan.status}: {plan.reason}"]
+    if not plan.changes:
+        return [f"- {w['plan_same']}"]
+    lines = [f"- {w['speedup'].format(x=plan.speedup)}" if plan.speedup else "", "```diff"]
+    for change in plan.changes:
+        if change.old is not None:
+            lines.append(f"- {change.key}: {yaml_text(change.old)}")
+        lines.append(f"+ {change.key}: {yaml_text(change.new)}  # {change.reason}"
+                     if change.new is not None else f"  (remove {change.key})  # {change.reason}")
+    return [line for line in lines if line] + ["```"]
 
 
 def fit_line(unit: UnitReport, w: dict[str, str]) -> str:

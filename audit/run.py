@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
+from kbsolve.audit.best_plan import best_plan
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.fit import fit_check
 from kbsolve.audit.hardware import Hardware, from_count, from_flag, nvidia_smi
@@ -20,7 +21,8 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 
 
-def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None) -> AuditReport:
+def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
+                  with_plan: bool = False) -> AuditReport:
     tree = walk(path)
     project = read_project(kb, tree)
     fixed = from_flag(kb, gpus) if gpus else None
@@ -35,7 +37,7 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None) -> Audi
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
         else:
-            report.units.append(_config_report(kb, unit, fixed)[0])
+            report.units.append(_config_report(kb, unit, fixed, with_plan)[0])
     shared = fixed or nvidia_smi(kb)
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
@@ -81,7 +83,8 @@ def _hardware(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hardwar
     return nvidia_smi(kb) or Hardware()
 
 
-def _config_report(kb: KnowledgeBase, unit: Unit, fixed) -> tuple[UnitReport, Hardware]:
+def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
+                   with_plan: bool = False) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     main = unit.files[main_name]
@@ -118,6 +121,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed) -> tuple[UnitReport, Ha
     out.changes_proven = bool(out.changes) and sound(
         ctx, ctx.with_changes(chosen), must_fit=out.fit.status == "fits")
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
+    if with_plan:
+        out.plan = best_plan(ctx, hardware.spec, model.name if model else None)
     out.undecided = _undecided(out, ctx)
     for key, candidates in reading.ambiguous:
         out.notes.append(f"{key.split('.', 1)[1]}: could be any of "

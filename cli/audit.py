@@ -16,16 +16,18 @@ AUDIT_FORMATS = ("markdown", "json", "terminal")
 @click.option("--format", "fmt", type=click.Choice(AUDIT_FORMATS), default="markdown",
               show_default=True)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--plan", "with_plan", is_flag=True,
+              help="Add the solver's best plan per config (a few seconds each).")
 @click.option("--fix", "apply", is_flag=True,
               help="Write the recommended changes into each config (keeps a .bak).")
 @kb_option
-def audit_command(path, gpus, fmt, lang, apply, packs) -> int:
+def audit_command(path, gpus, fmt, lang, with_plan, apply, packs) -> int:
     """Audit a training project: checklist scores, errors, silent failures, fit."""
     from kbsolve import api
     from kbsolve.audit.report_json import as_json
     from kbsolve.audit.report_markdown import markdown
     from kbsolve.audit.report_terminal import terminal
-    report, written = api.audit(path, gpus, packs=list(packs), fix=apply)
+    report, written = api.audit(path, gpus, packs=list(packs), fix=apply, plan=with_plan)
     render = {"markdown": lambda: markdown(report, lang), "json": lambda: as_json(report),
               "terminal": lambda: terminal(report, lang)}[fmt]
     click.echo(render(), nl=False)

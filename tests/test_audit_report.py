@@ -59,3 +59,13 @@ def test_terminal_view_is_short(capsys):
     code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "1xA100",
                            "--format", "terminal")
     assert code == 0 and "will OOM by" in out and len(out.splitlines()) < 60
+
+
+def test_best_plan_is_a_reasoned_minimal_diff():
+    from kbsolve import api
+    report, _ = api.audit(str(PROJECTS / "lf_project" / "configs" / "qwen_lora.yaml"),
+                          "8xH100", plan=True)
+    plan = report.units[0].plan
+    assert plan.status in ("optimal", "feasible") and plan.changes
+    assert all(c.reason and not c.reason.startswith("default") for c in plan.changes)
+    assert plan.speedup is not None and plan.speedup >= 1.0

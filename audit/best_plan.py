@@ -1,0 +1,62 @@
+"""The solver's best plan for the config's hardware, model and task: the
+options it would change, each with its reason, and the predicted speed-up."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kbsolve.audit.assess import Context
+from kbsolve.audit.judge import shown_change
+from kbsolve.audit.model import BestPlan, PlanChange
+from kbsolve.diagnostics import KbError
+from kbsolve.solver.metrics import measure
+from kbsolve.solver.problem import build_problem
+from kbsolve.solver.query import Query
+from kbsolve.solver.run import plan
+
+
+def best_plan(ctx: Context, gpus: str | None, model_name: str | None,
+              timeout: float = 10.0) -> BestPlan:
+    if not gpus or not model_name:
+        return BestPlan(status="undecided", reason="needs the GPU type and a catalog model")
+    fw = ctx.kb.frameworks[ctx.framework]
+    task = ctx.assignment.get(f"{ctx.framework}.{fw.task_option}") if fw.task_option else None
+    try:
+        result = plan(ctx.kb, Query(gpus=gpus, model=model_name, framework=ctx.framework,
+                                    task=str(task) if task is not None else None,
+                                    timeout=timeout, top=0))
+    except KbError as error:
+        return BestPlan(status="undecided", reason=error.diagnostics[0].message)
+    if result.status not in ("optimal", "feasible"):
+        return BestPlan(status=result.status, reason="no config satisfies the rules and fits")
+    chosen = {}
+    out = BestPlan(status=result.status)
+    for choice in result.explanation:
+        key = f"{ctx.framework}.{choice.option}"
+        option = ctx.kb.options.get(key)
+        if option is None or option.is_free or choice.kind in ("default", "pinned", "fact"):
+            continue  # a minimal diff: only what the solver chose for a reason
+        value = _as_option_value(choice.value)
+        if value == ctx.assignment.get(key):
+            continue
+        chosen[key] = value
+        shown_key, shown_new = shown_change(ctx.kb, option, value)
+        _, shown_old = shown_change(ctx.kb, option, ctx.assignment.get(key))
+        reason = next((r.because or r.detail for r in choice.reasons if r.because or r.detail),
+                      choice.kind)
+        out.changes.append(PlanChange(key=shown_key, old=shown_old, new=shown_new,
+                                      reason=f"{choice.kind}: {reason}"))
+    try:
+        problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
+        mine = measure(problem, ctx.assignment).time_per_work
+        theirs = measure(problem, ctx.with_changes(chosen)).time_per_work
+        out.speedup = round(float(mine / theirs), 3) if theirs else None
+    except KbError:
+        pass
+    return out
+
+
+def _as_option_value(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return Fraction(str(value))
