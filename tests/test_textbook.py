@@ -52,3 +52,77 @@ def test_qlora_bytes_per_parameter(kb, double, expected):
 def _options(node):
     from kbsolve.dsl.ir import walk
     return [n for n in walk(node) if isinstance(n, OptionRef)]
+
+
+# ---- Megatron-style parallelism (kb/core/parallel.kb through the pytorch framework)
+
+PT = "pytorch"
+
+
+def pytorch_eval(kb, model="llama3-8b", gpus=8, seq_len=2048, **options):
+    """Evaluate pytorch lets, memory and speed terms for one config on one catalog model."""
+    from kbsolve.solver.facts import collect_facts
+    facts = collect_facts(kb, kb.catalog.gpu("H100"), kb.catalog.model(model),
+                          {"num_gpus": gpus, "nodes": 1, "gpus_per_node": gpus,
+                           "seq_len": seq_len, "headroom_pct": 0})
+    assignment = {o.key: o.default for o in kb.options.values() if o.framework == PT}
+    assignment.update({f"{PT}.{k}": Fraction(v) if isinstance(v, int) and not isinstance(v, bool)
+                       else v for k, v in options.items()})
+    ev = Evaluator(kb, PT, facts)
+
+    def value(table, name):
+        return ev.run(table[f"{PT}.{name}"].expr, assignment)
+    return value
+
+
+def test_tp8_divides_weights_by_8(kb):
+    one = pytorch_eval(kb, method="full", tp=1)
+    eight = pytorch_eval(kb, method="full", tp=8)
+    assert eight(kb.lets, "model_share") == Fraction(1, 8)
+    for term in ("trainable_weights", "gradients", "optimizer_states"):
+        assert eight(kb.memory, term) * 8 == one(kb.memory, term)
+
+
+def test_pp_stage_holds_its_layers_and_one_vocabulary_matrix(kb):
+    value = pytorch_eval(kb, method="full", pp=4)
+    params = kb_params(kb, "llama3-8b")
+    model = kb.catalog.model("llama3-8b")
+    embeddings = 2 * model.vocab * model.hidden
+    expected = Fraction(params - embeddings, 4) + model.vocab * model.hidden
+    assert float(value(kb.lets, "model_share") * params) == pytest.approx(expected, rel=1e-9)
+
+
+def test_expert_parallel_splits_only_the_experts(kb):
+    dense_part = pytorch_eval(kb, model="qwen3-30b-a3b", ep=1)(kb.lets, "model_share")
+    split = pytorch_eval(kb, model="qwen3-30b-a3b", ep=8)(kb.lets, "model_share")
+    assert Fraction(1, 8) < split < dense_part == 1
+
+
+def test_tp_activations_follow_korthikanti(kb):
+    # Korthikanti et al. 2022: sequence parallelism divides all activations by t; without it
+    # the layer norms' inputs and outputs stay replicated.
+    base = dict(method="full", gradient_checkpointing="none", micro_batch=1)
+    one = pytorch_eval(kb, **base)(kb.memory, "activations")
+    with_sp = pytorch_eval(kb, tp=8, sp=True, **base)(kb.memory, "activations")
+    without_sp = pytorch_eval(kb, tp=8, sp=False, **base)(kb.memory, "activations")
+    assert with_sp * 8 == one
+    assert one / 8 < without_sp < one / 2
+
+
+def test_1f1b_first_stage_holds_pp_micro_batches(kb):
+    base = dict(method="full", gradient_checkpointing="none", micro_batch=1)
+    one = pytorch_eval(kb, **base)(kb.memory, "activations")
+    four_stages = pytorch_eval(kb, pp=4, grad_accum=8, **base)(kb.memory, "activations")
+    assert four_stages == one  # 4 micro-batches in flight of a quarter of the layers
+    few = pytorch_eval(kb, pp=4, grad_accum=2, **base)(kb.memory, "activations")
+    assert few * 2 == one
+
+
+@pytest.mark.parametrize("pp, m", [(1, 8), (4, 8), (8, 32)])
+def test_pipeline_bubble(kb, pp, m):
+    factor = pytorch_eval(kb, pp=pp, grad_accum=m)(kb.speed, "pipeline_bubble_factor")
+    assert 1 - 1 / factor == Fraction(pp - 1, m + pp - 1)
+
+
+def kb_params(kb, model):
+    return int(Fraction(str(kb.catalog.model(model).params_b)) * 1_000_000_000)
