@@ -148,3 +148,11 @@ def fix(config: str, symptom: str, gpus: str | None = None, kb: KnowledgeBase | 
     evaluator; with write=True the first is written and the file re-audited."""
     from kbsolve.audit.fix_config import fix_config
     return fix_config(kb or load_kb(packs), config, symptom, gpus, write)
+
+
+def deep_check(packs: list[str] | None = None):
+    """`kb check --deep`: contradictions, dead values and rules, redundant rules,
+    unused lets and defs, unwritten options, broken sources (lint/deep.py)."""
+    from kbsolve.dsl.load import kb_roots
+    from kbsolve.lint.deep import deep_check as run
+    return run(load_kb(packs, use_cache=False), kb_roots(packs))

@@ -18,12 +18,31 @@ def kb_group() -> None:
 
 @kb_group.command("check")
 @kb_option
-def check_command(packs: tuple[str, ...]) -> int:
+@click.option("--deep", is_flag=True,
+              help="Also solve: contradictions, dead values and rules, redundant rules, unused "
+                   "lets, unwritten options, broken sources.")
+@click.option("--verbose", "-v", is_flag=True, help="With --deep: list what was not analysed.")
+def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
     """Parse and check the shipped KB plus rule packs; exit 2 on errors."""
     knowledge = api.load_kb(list(packs), use_cache=False)
     summary = api.kb_summary(knowledge)
     click.echo("kb check: ok — " + ", ".join(f"{n} {what}" for what, n in summary.items()))
-    return EXIT_OK
+    if not deep:
+        return EXIT_OK
+    from kbsolve.diagnostics import EXIT_USAGE, SourceCache
+    report = api.deep_check(list(packs))
+    sources = SourceCache()
+    for diagnostic in report.diagnostics:
+        click.echo(diagnostic.render(sources))
+    for note in report.notes if verbose else report.notes[:0]:
+        click.echo(f"note: {note}")
+    errors, total = len(report.errors), len(report.diagnostics)
+    shapes = ", ".join(f"{fw} {n}" for fw, n in report.situations.items())
+    click.echo(f"kb check --deep: {errors} error(s), {total - errors} warning(s) in "
+               f"{report.seconds:.1f} s; distinct GPU x model x query situations: {shapes}; "
+               f"{report.forbidden_values} value(s) forbidden outright by a rule; "
+               f"{len(report.notes)} note(s){'' if verbose else ' (-v lists them)'}")
+    return EXIT_USAGE if errors else EXIT_OK
 
 
 @kb_group.command("test")

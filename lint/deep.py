@@ -1,0 +1,105 @@
+"""`kb check --deep`: everything the front end cannot see without solving."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbsolve.diagnostics import Diagnostic, Note
+from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.lint import sources, static
+from kbsolve.lint.solverchecks import Finding, check_framework
+
+
+@dataclass
+class DeepReport:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    situations: dict[str, int] = field(default_factory=dict)
+    forbidden_values: int = 0
+    seconds: float = 0.0
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+
+def deep_check(kb: KnowledgeBase, roots: list[Path]) -> DeepReport:
+    start = time.monotonic()
+    report = DeepReport()
+    dead_values: dict[str, list[Note]] = {}
+    for framework in sorted(kb.frameworks):
+        solved = check_framework(kb, framework)
+        report.situations[framework] = solved.situations
+        if solved.incomplete:
+            report.notes.append(f"{framework}: {solved.incomplete} GPU x model combinations "
+                                f"left out (a fact they lack)")
+        if solved.unknown:
+            report.notes.append(f"{framework}: the solver gave up on some questions")
+        report.notes += [f"not analysed: {item}" for item in solved.skipped]
+        for finding in solved.findings:
+            if finding.kind == "forbidden-value":
+                report.forbidden_values += 1
+                continue
+            diagnostic = _diagnostic(kb, framework, finding)
+            report.diagnostics.append(diagnostic)
+            if finding.kind == "dead-value":
+                dead_values[finding.subject] = list(diagnostic.notes)
+    report.diagnostics += static.check_recommendations(kb, dead_values)
+    report.diagnostics += static.unused_lets(kb) + static.unused_defs(kb)
+    report.diagnostics += static.unemitted_options(kb) + static.unsourced_options(kb)
+    broken, skipped = sources.broken_sources(kb, roots)
+    report.diagnostics += broken
+    if skipped:
+        report.notes.append(skipped)
+    report.diagnostics.sort(key=lambda d: (d.span.file if d.span else "",
+                                           d.span.line if d.span else 0))
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def _diagnostic(kb: KnowledgeBase, framework: str, finding: Finding) -> Diagnostic:
+    notes = tuple(_note(kb, part) for part in finding.core)
+    anywhere = "for any GPU and model in the catalogs"
+    if finding.kind == "contradiction":
+        first = notes[0].span if notes else None
+        return Diagnostic(f"the hard rules of {framework} contradict each other {anywhere}",
+                          first, code="contradiction", notes=notes,
+                          hint="these rules cannot all hold at once; drop or relax one")
+    if finding.kind == "dead-value":
+        key, _, value = finding.subject.partition("=")
+        option = kb.options[key]
+        return Diagnostic(f"value {_shown(value)} of option '{option.name}' can never be "
+                          f"chosen {anywhere}", option.meta.span, code="dead-value",
+                          notes=notes)
+    name = finding.subject.split(":", 1)[1]
+    if finding.kind == "silent-warning":
+        warn = kb.warnings[name]
+        return Diagnostic(f"warning {warn.id} can never fire {anywhere}", warn.meta.span,
+                          severity="warning", code="silent-warning", notes=notes)
+    rule = kb.rules[name]
+    if finding.kind == "dead-rule":
+        return Diagnostic(f"rule {rule.id} never applies: its condition is false {anywhere}",
+                          rule.meta.span, severity="warning", code="dead-rule", notes=notes)
+    message = f"rule {rule.id} is implied by other rules" if notes else \
+        f"rule {rule.id} holds by itself {anywhere}"
+    return Diagnostic(message, rule.meta.span, severity="warning", code="redundant",
+                      notes=notes)
+
+
+def _note(kb: KnowledgeBase, part: str) -> Note:
+    kind, _, key = part.partition(":")
+    if kind == "rule":
+        rule = kb.rules[key]
+        return Note(f"rule {rule.id} ({rule.kind}): {rule.meta.because}", rule.meta.span)
+    option = kb.options[key]
+    return Note(f"the 'when' clause of option {option.name}", option.meta.span)
+
+
+def _shown(value: str) -> str:
+    if value.startswith("Fraction("):
+        numbers = value[len("Fraction("):-1].split(",")
+        top, bottom = int(numbers[0]), int(numbers[1])
+        return str(top) if bottom == 1 else f"{top}/{bottom}"
+    return value
