@@ -1,0 +1,156 @@
+"""kb check --deep: planted problems in a temporary pack are each reported with
+their location; the shipped KB finishes in time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kbsolve import api
+from kbsolve.cli.main import main
+
+PLANTED = """module planted.rules for llamafactory
+import core.facts
+
+rule PL_A: require use_unsloth {
+  because "planted: half of a contradiction"
+  source "seed:002#A"
+}
+
+rule PL_B: forbid use_unsloth {
+  because "planted: the other half"
+  source "seed:002#A"
+}
+"""
+
+DEAD = """module planted.dead for llamafactory
+import core.facts
+
+rule PL_DEAD_VALUE: forbid stage == "kto" or (stage == "dpo" and use_unsloth) {
+  because "planted: with PL_DEAD_VALUE_2, dpo becomes unreachable"
+  source "seed:002#A"
+}
+
+rule PL_DEAD_RULE: forbid gpu.vendor == "nvidia" and gpu.vendor == "amd" and use_unsloth {
+  because "planted: no GPU is made by two vendors"
+  source "seed:002#A"
+}
+
+rule PL_REDUNDANT: forbid pure_bf16 and deepspeed == "z3" {
+  because "planted: P13 already forbids this"
+  source "seed:002#A"
+}
+
+warn PL_SILENT: use_unsloth and not use_unsloth {
+  because "planted: never fires"
+  source "seed:002#A"
+}
+
+let planted_unused: count = 3 {
+  because "planted: nobody reads it"
+  source "seed:002#A"
+}
+
+option planted_silent_option: bool = false {
+  doc "planted: never written"
+  source "seed:002#A"
+}
+
+rule PL_DEAD_VALUE_2: require stage == "dpo" implies use_unsloth {
+  because "planted: the other half of the dead value"
+  source "seed:002#A"
+}
+
+rule PL_BAD_SOURCE: forbid use_unsloth and fp8 {
+  because "planted: points at a seed section that does not exist"
+  source "seed:002#ZZ"
+}
+"""
+
+
+def write_pack(tmp_path, name: str, text: str):
+    pack = tmp_path / name
+    pack.mkdir()
+    (pack / "planted.kb").write_text(text, encoding="utf-8")
+    return str(pack)
+
+
+def by_code(report, code: str):
+    return [d for d in report.diagnostics if d.code == code]
+
+
+@pytest.fixture(scope="module")
+def dead_report(tmp_path_factory):
+    return api.deep_check([write_pack(tmp_path_factory.mktemp("p"), "dead", DEAD)])
+
+
+def test_contradiction_reports_the_minimal_core_with_locations(tmp_path):
+    report = api.deep_check([write_pack(tmp_path, "contra", PLANTED)])
+    found = by_code(report, "contradiction")
+    assert len(found) == 1
+    notes = found[0].notes
+    assert sorted(n.message.split(" ")[1] for n in notes) == ["PL_A", "PL_B"]
+    assert all(n.span.file.endswith("planted.kb") for n in notes)
+    assert sorted(n.span.line for n in notes) == [4, 9]
+
+
+def test_dead_value_names_the_option_and_the_rule(dead_report):
+    found = [d for d in by_code(dead_report, "dead-value") if "'stage'" in d.message]
+    assert [d.message.split(" ")[1] for d in found] == ["'dpo'"]
+    assert sorted(n.message.split(" ")[1] for n in found[0].notes) == \
+        ["PL_DEAD_VALUE", "PL_DEAD_VALUE_2"]
+
+
+def test_forbidding_a_value_by_name_is_not_a_dead_value(dead_report):
+    assert not [d for d in by_code(dead_report, "dead-value") if "'kto'" in d.message]
+
+
+def test_dead_rule_and_silent_warning(dead_report):
+    dead = by_code(dead_report, "dead-rule")
+    assert [d.message.split(" ")[1] for d in dead if "PL_" in d.message] == ["PL_DEAD_RULE"]
+    assert dead[0].span.file.endswith("planted.kb")
+    silent = [d for d in by_code(dead_report, "silent-warning") if "PL_" in d.message]
+    assert [(d.message.split(" ")[1], d.span.line) for d in silent] == [("PL_SILENT", 19)]
+
+
+def test_redundant_rule_names_the_rule_that_implies_it(dead_report):
+    found = [d for d in by_code(dead_report, "redundant") if "PL_REDUNDANT" in d.message]
+    assert len(found) == 1
+    assert [n.message.split(" ")[1] for n in found[0].notes] == ["P13"]
+
+
+def test_unused_let_unwritten_option_and_bad_source(dead_report):
+    assert [d.span.line for d in by_code(dead_report, "unused")
+            if "planted_unused" in d.message] == [24]
+    assert [d.span.line for d in by_code(dead_report, "no-emit")
+            if "planted_silent_option" in d.message] == [29]
+    bad = [d for d in by_code(dead_report, "bad-source") if "seed:002#ZZ" in d.message]
+    assert [d.span.line for d in bad] == [39]
+
+
+def test_unsourced_rule_is_an_error_with_its_location(tmp_path, capsys):
+    pack = write_pack(tmp_path, "nosource", "module planted.ns for llamafactory\n"
+                      "rule PL_NS: forbid use_unsloth {\n  because \"no source\"\n}\n")
+    assert main(["kb", "check", "--deep", "--kb", pack]) == 2
+    err = capsys.readouterr().err
+    assert "planted.kb:2:" in err and "has no 'source'" in err
+
+
+def test_missing_shared_folder_skips_the_source_check_with_a_note(tmp_path, monkeypatch):
+    monkeypatch.setenv("KBSOLVE_SHARED_DIR", str(tmp_path / "none"))
+    from kbsolve.lint.sources import broken_sources
+    kb = api.load_kb()
+    found, note = broken_sources(kb, [])
+    assert all(not d.message.startswith("source 'seed:") for d in found)
+    assert "KBSOLVE_SHARED_DIR" in note
+
+
+def test_shipped_kb_deep_check_is_fast_and_has_no_contradiction():
+    start = time.monotonic()
+    report = api.deep_check()
+    elapsed = time.monotonic() - start
+    assert elapsed < 30, elapsed
+    assert not by_code(report, "contradiction")
+    assert not by_code(report, "dead-value")
+    assert all(n > 0 for n in report.situations.values())
