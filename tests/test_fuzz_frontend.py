@@ -10,7 +10,11 @@
 Every diagnostic must carry a location with line >= 1 and col >= 1 (the
 file-level ones, such as a missing pack, are not produced by these inputs).
 
-`KBSOLVE_FUZZ_EXAMPLES` sets the examples per test (default 150); the
+(c) Big inputs: 10 MB files through every reader, in a child process under a
+    memory limit and a clock; files just under the 4 MiB cap (slow).
+
+`KBSOLVE_FUZZ_EXAMPLES` sets the examples per test (default 60, so that CI
+runs about 500 fuzz cases over this file and tests/test_fuzz_inputs.py); the
 `slow` variants run 10,000 and are skipped unless `-m slow` or KBSOLVE_SLOW=1.
 """
 
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,7 +40,7 @@ from kbsolve.dsl.check import check
 from kbsolve.dsl.load import shipped_root
 from kbsolve.dsl.parse import grammar_text, keywords, parse_module
 
-EXAMPLES = int(os.environ.get("KBSOLVE_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("KBSOLVE_FUZZ_EXAMPLES", "60"))
 SLOW_EXAMPLES = 10_000
 
 FAST = settings(max_examples=EXAMPLES, deadline=None,
@@ -43,12 +49,22 @@ FAST = settings(max_examples=EXAMPLES, deadline=None,
 LONG = settings(FAST, max_examples=SLOW_EXAMPLES)
 
 SHIPPED = sorted(shipped_root().rglob("*.kb"))
-SHIPPED_TEXT = {p.name: p.read_text(encoding="utf-8") for p in SHIPPED}
+SHIPPED_TEXT = {p.relative_to(shipped_root()).as_posix(): p.read_text(encoding="utf-8")
+                for p in SHIPPED}
+# The modules a generated llamafactory program needs around it: the facts, the
+# shared formulas, the framework and its options (checking the whole KB per
+# example would cost the CI run far more than it finds).
+CONTEXT = ("core.facts", "core.sizing", "llamafactory.framework", "llamafactory.options")
 
 
 @lru_cache(maxsize=1)
 def shipped_modules():
     return [parse_module(text, f"kb/{name}") for name, text in SHIPPED_TEXT.items()]
+
+
+@lru_cache(maxsize=1)
+def context_modules():
+    return [m for m in shipped_modules() if m.name.startswith(CONTEXT)]
 
 
 # ---- the oracle ---------------------------------------------------------------
@@ -73,7 +89,7 @@ def front_end(text: str, *, with_shipped: bool) -> None:
         assert_located(error)
         return
     sink = DiagnosticSink()
-    modules = (shipped_modules() + [module]) if with_shipped else [module]
+    modules = (context_modules() + [module]) if with_shipped else [module]
     try:
         check(modules, sink)
         sink.raise_if_errors()
@@ -253,7 +269,7 @@ def test_mutated_shipped_files_raise_only_kb_error(case):
     front_end(text, with_shipped=False)
 
 
-@FAST
+@settings(FAST, max_examples=max(EXAMPLES // 2, 10))
 @given(mutated())
 def test_mutated_file_over_the_rest_of_the_kb_raises_only_kb_error(case):
     """The mutated file replaces its original among the shipped modules."""
@@ -300,18 +316,17 @@ def test_random_bytes_decoded_with_replacement_raise_only_kb_error(case):
     front_end(data.decode("utf-8", errors="replace"), with_shipped=False)
 
 
-@settings(FAST, max_examples=max(EXAMPLES // 3, 10))
+@settings(FAST, max_examples=max(EXAMPLES // 6, 10))  # each example checks the whole KB
 @given(mutated_bytes())
 def test_random_bytes_through_a_pack_dir_raise_only_kb_error(case):
     """Raw bytes in a pack file: load_kb must report (not crash on) bad UTF-8."""
     name, data = case
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "pack" / name
+        path = Path(tmp) / "pack" / Path(name).name
         path.parent.mkdir()
         # The pack file gets its own module name so that an intact header is not
         # just a duplicate module of the shipped one.
-        data = data.replace(b"module llamafactory.", b"module fuzzpack.", 1) \
-            .replace(b"module core.", b"module fuzzcore.", 1)
+        data = re.sub(rb"module (\w+)\.", rb"module fuzz_\1.", data, count=1)
         path.write_bytes(data)
         try:
             load_kb([path.parent], use_cache=False)
@@ -366,3 +381,137 @@ def test_valid_escapes_are_decoded():
     text = 'module m for llamafactory\nnokey "k" {\n  because "a\\tb \\"q\\" \u00e9"\n}\n'
     decl = parse_module(text, "esc.kb").decls[0]
     assert decl.clause("because").args[0] == 'a\tb "q" \u00e9'
+
+
+# ---- (c) big inputs ------------------------------------------------------------
+
+TEN_MB = 10 * 1024 * 1024
+CHILD_MEMORY = 2 * 1024 ** 3
+CHILD_SECONDS = 60
+
+
+def _ten_mb(kind: str) -> bytes:
+    if kind == "repeated_kb":
+        one = "\n".join(SHIPPED_TEXT.values()).encode()
+        return (one * (TEN_MB // len(one) + 1))[:TEN_MB]
+    if kind == "random_bytes":
+        return os.urandom(TEN_MB)
+    if kind == "one_long_line":
+        return b"bf16 and " * (TEN_MB // 9)
+    return b"\xe9" * TEN_MB  # non-UTF-8, no NUL
+
+
+BIG_KINDS = ["random_bytes", "one_long_line"]
+AUDITED_CONFIG = b"""model_name_or_path: Qwen/Qwen3-8B
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_rank: 8
+dataset: identity
+template: qwen3
+cutoff_len: 2048
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 8
+learning_rate: 1.0e-4
+num_train_epochs: 3.0
+bf16: true
+output_dir: saves/qwen3-8b/lora/sft
+"""
+
+
+@pytest.mark.parametrize("kind", BIG_KINDS)
+def test_ten_megabyte_rule_file_is_refused_at_its_first_byte(tmp_path, kind):
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "big.kb").write_bytes(_ten_mb(kind))
+    start = time.perf_counter()
+    with pytest.raises(KbError) as info:
+        load_kb([pack], use_cache=False)
+    assert time.perf_counter() - start < 30
+    (d,) = [d for d in info.value.diagnostics if d.span and d.span.file.endswith("big.kb")]
+    assert d.code == "too-large" and (d.span.line, d.span.col) == (1, 1)
+
+
+def _limit_child():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+
+def _kbsolve_limited(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["kbsolve", *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=CHILD_SECONDS, preexec_fn=_limit_child)
+
+
+def _big_case(tmp_path: Path, kind: str) -> list[str]:
+    """Lay out one 10 MB input; return the command that reads it."""
+    if kind == "rule_file":
+        (tmp_path / "pack").mkdir()
+        (tmp_path / "pack" / "big.kb").write_bytes(_ten_mb("repeated_kb"))
+        return ["kb", "check", "--kb", "pack"]
+    if kind == "catalog_yaml":
+        (tmp_path / "pack" / "catalog").mkdir(parents=True)
+        (tmp_path / "pack" / "catalog" / "gpus.yaml").write_bytes(
+            b"gpus:\n" + b"  - name: X\n" * (TEN_MB // 12))
+        return ["kb", "check", "--kb", "pack"]
+    if kind == "config_json":
+        (tmp_path / "config.json").write_bytes(b'{"a": [' + b"1, " * (TEN_MB // 3) + b"1]}")
+        return ["estimate", "--gpus", "8xA100", "--model", "config.json"]
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "train.yaml").write_bytes(AUDITED_CONFIG)
+    (tmp_path / "project" / "big.yaml").write_bytes(b"stage: sft\n" * (TEN_MB // 11))
+    return ["audit", "project", "--gpus", "8xA100", "--format", "json"]
+
+
+@pytest.mark.parametrize("kind", ["rule_file", "catalog_yaml", "config_json", "audit_yaml"])
+def test_ten_megabyte_inputs_in_a_limited_child(tmp_path, kind):
+    """2 GiB of address space and a minute: the command answers with its own error
+    (or, for the audit, a report that says the file was skipped)."""
+    argv = _big_case(tmp_path, kind)
+    start = time.perf_counter()
+    done = _kbsolve_limited(argv, tmp_path)
+    took = time.perf_counter() - start
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert took < 30, f"{took:.1f} s"
+    if kind == "audit_yaml":
+        assert done.returncode in (0, 1), done.stderr
+        assert "big.yaml" in done.stdout and "skipped" in done.stdout
+    else:
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert re.search(r":\d+:\d+: error: |: error: .*too large", done.stderr), done.stderr
+
+
+def _and_chain(terms: int) -> str:
+    return (HEADER + "rule R_CHAIN: require " + " and ".join(["bf16"] * terms)
+            + ' {\n  because "a long chain"\n  source "seed:002#A"\n}\n')
+
+
+@pytest.mark.xfail(strict=True, raises=RecursionError,
+                   reason="dsl/parse.py: lark's recursive Transformer overflows on a "
+                          "1,000-term 'and' chain (a 9 KB file); reported to the lead")
+def test_a_long_and_chain_is_checked_or_a_located_error():
+    front_end(_and_chain(1000), with_shipped=True)
+
+
+UNDER_CAP = int(3.9 * 1024 * 1024)
+NEAR_CAP = {
+    "deep_parentheses": HEADER + "rule R: require " + "(" * (UNDER_CAP - 200) + "\n",
+    "long_string": HEADER + 'rule R: require bf16 {\n  because "' + "x" * (UNDER_CAP - 200)
+                   + '"\n  source "seed:1"\n}\n',
+    "long_comment": HEADER + "#" + "x" * (UNDER_CAP - 200) + "\n",
+    "blank_lines": HEADER + "\n" * (UNDER_CAP - 200),
+    "and_chain": _and_chain((UNDER_CAP - 200) // 9),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(NEAR_CAP))
+def test_files_just_under_the_cap_in_a_limited_child(tmp_path, kind):
+    if kind == "and_chain":
+        pytest.xfail("the RecursionError above, reported without a location after ~80 s")
+    (tmp_path / "pack").mkdir()
+    (tmp_path / "pack" / "big.kb").write_text(NEAR_CAP[kind])
+    done = _kbsolve_limited(["kb", "check", "--kb", "pack"], tmp_path)
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert done.returncode in (0, 2)
+    if done.returncode == 2:
+        assert re.search(r"big\.kb:\d+:\d+: error: ", done.stderr), done.stderr[:500]

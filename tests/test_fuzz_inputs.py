@@ -7,7 +7,7 @@ The oracle: a result, or kbsolve's own error (KbError with a file for file
 input; the audit's `Unreadable` note for project files); never another
 exception, never a traceback on the command line.
 
-`KBSOLVE_INPUT_FUZZ_EXAMPLES` sets the examples per test (default 25); the
+`KBSOLVE_INPUT_FUZZ_EXAMPLES` sets the examples per test (default 20); the
 `slow` variants run 2,000 each.
 """
 
@@ -29,7 +29,7 @@ from kbsolve.catalog import model_from_hf_config
 from kbsolve.catalog.schema import ModelSpec
 from kbsolve.diagnostics import KbError
 
-EXAMPLES = int(os.environ.get("KBSOLVE_INPUT_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("KBSOLVE_INPUT_FUZZ_EXAMPLES", "20"))
 FAST = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
