@@ -1,6 +1,7 @@
 """Checked IR to Z3 terms, linear over finite domains.
 
-Each chosen option is an Int index into its candidate values. Numbers are
+Each chosen option is a set of one-hot Booleans, one per candidate value
+(exactly one holds), so that guards stay propositional. Numbers are
 exact rationals (Z3 Real, linear arithmetic). A product or quotient of two
 option-dependent terms is split at compile time over the finite values of
 one side, so Z3 never sees a non-linear term. Enum-valued expressions are
@@ -29,7 +30,8 @@ class Compiler:
     def __init__(self, problem: Problem, ctx: z3.Context | None = None):
         self.p = problem
         self.ctx = ctx or z3.Context()
-        self.index = {key: z3.Int(f"opt:{key}", self.ctx) for key in problem.choices}
+        self.flags = {key: [z3.Bool(f"opt:{key}={i}", self.ctx) for i in range(len(values))]
+                      for key, values in problem.choices.items()}
         self._memo: dict[int, Any] = {}
         self._lets: dict[str, Any] = {}
         self._values: dict[int, frozenset | None] = {}
@@ -41,20 +43,23 @@ class Compiler:
 
     # ---- domains
     def domain_constraints(self) -> list:
-        """Index bounds and the aux definitions made so far: assert after compiling."""
-        return [z3.And(v >= 0, v < len(self.p.choices[k]))
-                for k, v in sorted(self.index.items())] + list(self.definitions)
+        """Exactly one value per option, and the aux definitions made so far:
+        assert after compiling."""
+        return [z3.PbEq([(flag, 1) for flag in flags], 1) if len(flags) > 1 else flags[0]
+                for _, flags in sorted(self.flags.items())] + list(self.definitions)
 
     def equals(self, key: str, value) -> z3.BoolRef:
         cached = self._equals.get((key, value))
         if cached is None:
-            cached = self.index[key] == self.p.choices[key].index(value)
+            cached = self.flags[key][self.p.choices[key].index(value)]
             self._equals[(key, value)] = cached
         return cached
 
     def decode(self, model: z3.ModelRef) -> dict[str, Any]:
-        return {key: self.p.choices[key][model.eval(var, model_completion=True).as_long()]
-                for key, var in sorted(self.index.items())}
+        return {key: self.p.choices[key][next(
+                    (i for i, flag in enumerate(flags)
+                     if z3.is_true(model.eval(flag, model_completion=True))), 0)]
+                for key, flags in sorted(self.flags.items())}
 
     # ---- terms
     def named(self, term):
@@ -125,11 +130,37 @@ class Compiler:
             return None
         if not self.deps(node):
             return self._real(self.p.evaluator.run(node, self.p.fixed, {}))
-        rows = self.table(node)
-        if rows is None:
+        return self.diagram(node, self._real)
+
+    def diagram(self, node: ir.Node, leaf) -> z3.ExprRef | None:
+        """The node's table as a reduced decision diagram of nested Ifs over the
+        options' flags, with leaf(value) at the leaves; None when too large."""
+        deps = sorted(self.deps(node))
+        if math.prod(len(self.p.choices[k]) for k in deps) > MAX_TABLE:
             return None
-        return z3.Sum([z3.If(guard, self._real(value), self._real(0))
-                       for value, guard in rows if value != 0] or [self._real(0)])
+        evaluator = self.p.evaluator
+        values = [Fraction(evaluator.run(node, {**self.p.fixed, **dict(zip(deps, combo))}, {}))
+                  for combo in itertools.product(*[self.p.choices[k] for k in deps])]
+        return self._diagram(deps, values, leaf, 0, 0, {})
+
+    def _diagram(self, deps: list[str], values: list, leaf, level: int, start: int,
+                 memo: dict):
+        """A block of equal values is one leaf; equal blocks are shared."""
+        size = math.prod(len(self.p.choices[k]) for k in deps[level:])
+        block = tuple(values[start:start + size])
+        if len(set(block)) == 1:
+            return leaf(block[0])
+        key = (level, block)
+        if key not in memo:
+            stride = size // len(self.p.choices[deps[level]])
+            children = [self._diagram(deps, values, leaf, level + 1, start + j * stride, memo)
+                        for j in range(len(self.p.choices[deps[level]]))]
+            flags = self.flags[deps[level]]
+            term = children[-1]
+            for flag, child in zip(reversed(flags[:-1]), reversed(children[:-1])):
+                term = child if child.eq(term) else z3.If(flag, child, term)
+            memo[key] = term
+        return memo[key]
 
     def _real(self, value) -> z3.ArithRef:
         value = Fraction(value)
@@ -214,7 +245,7 @@ class Compiler:
     def _split(self, node: ir.Node, build) -> z3.ArithRef:
         """Sum over the values v of `node`: If(guard of v, build(v), 0). The guard is
         over option indices where the node depends on few options, else node == v."""
-        rows = self.table(node)
+        rows = self.table(node)  # guards, not a diagram: arithmetic leaves nest badly
         if rows is not None:
             if len(rows) == 1:
                 return build(rows[0][0])

@@ -16,7 +16,8 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.types import NUM
 
 from kbsolve.solver.compile import Compiler
-from kbsolve.solver.metrics import Metrics, full_assignment, measure, sort_key
+from kbsolve.solver.local_search import hill_climb
+from kbsolve.solver.metrics import Metrics, full_assignment, measure
 from kbsolve.solver.problem import Problem
 
 SEED = 7
@@ -126,7 +127,7 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
             if result != z3.sat:
                 complete = complete and result == z3.unsat
                 break
-            best = solver.model()
+            best = _polished(problem, model, solver, solver.model(), deadline)
             value = best.eval(term, model_completion=True)
         solver.pop()
         solver.add(term <= value if sense == "min" else term >= value)
@@ -141,24 +142,7 @@ def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline
     """Improve the first model by local search in the reference evaluator (one
     option at a time), so that tightening starts near the optimum; the search
     only picks the starting point, Z3 still proves optimality."""
-    chosen = model.c.decode(first)
-    best_key = _key(problem, chosen)
-    if best_key is None:
-        return first
-    for _ in range(2):
-        improved = False
-        for key in sorted(problem.choices):
-            if key in problem.pinned:
-                continue
-            for value in problem.choices[key]:
-                if value == chosen[key]:
-                    continue
-                trial = {**chosen, key: value}
-                trial_key = _key(problem, trial)
-                if trial_key is not None and trial_key < best_key:
-                    chosen, best_key, improved = trial, trial_key, True
-        if not improved:
-            break
+    chosen = hill_climb(problem, model.c.decode(first))
     solver.push()
     for key, value in chosen.items():
         solver.add(model.c.equals(key, value))
@@ -166,11 +150,6 @@ def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline
     polished = solver.model() if result == z3.sat else first
     solver.pop()
     return polished
-
-
-def _key(problem: Problem, chosen: dict):
-    metrics = measure(problem, full_assignment(problem, chosen))
-    return sort_key(metrics) if metrics.feasible else None
 
 
 def _check(solver: z3.Solver, deadline: float):

@@ -8,7 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
-from kbsolve.dsl.ir import facts_used
+from kbsolve.dsl.ir import LetRef, OptionRef, facts_used, walk
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.solver.evaluate import Evaluator
 
@@ -66,9 +66,35 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
                                                              int(option.high) + 1))
         else:
             fixed[key] = option.default
+    for key in sorted(set(choices) - _relevant(kb, framework) - set(pins)):
+        fixed[key] = options[key].default  # nothing depends on it: the default wins the tie
+        del choices[key]
     budget = facts.get("gpu.memory_gib", Fraction(0)) * \
         (1 - Fraction(facts.get("query.headroom_pct", 10), 100))
     return Problem(kb, framework, facts, fixed, choices, dict(pins), budget)
+
+
+def _relevant(kb: KnowledgeBase, framework: str) -> set[str]:
+    """Options that some rule, term or preference reads, through lets and the
+    `when` of options so read. The others cannot change the objective, except
+    the count of defaults kept, which their default already maximises."""
+    mine = [t for table in (kb.memory, kb.speed, kb.work, kb.preferences)
+            for t in table.values() if t.framework == framework]
+    stack = [r.constraint for r in kb.rules.values() if r.framework == framework]
+    stack += [t.expr for t in mine]
+    used: set[str] = set()
+    lets: set[str] = set()
+    while stack:
+        for node in walk(stack.pop()):
+            if isinstance(node, OptionRef) and node.option not in used:
+                used.add(node.option)
+                when = kb.options[node.option].when if node.option in kb.options else None
+                if when is not None:
+                    stack.append(when)
+            elif isinstance(node, LetRef) and node.let not in lets:
+                lets.add(node.let)
+                stack.append(kb.lets[node.let].expr)
+    return used
 
 
 def _from_facts(option: Option, evaluator: Evaluator):

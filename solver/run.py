@@ -8,6 +8,7 @@ from typing import Any
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver import report
+from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
 from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.solver.explain import explain
 from kbsolve.solver.fixes import drop_pins, hardware
@@ -108,26 +109,19 @@ def _bigger(kb: KnowledgeBase, resolved: Resolved):
 
 
 def _alternatives(problem, outcome: Outcome, query: Query, explanations) -> list[Alternative]:
-    """The next best plans, each differing from the last in some decided option."""
-    if query.top <= 0:
-        return []
-    found = []
-    deciding = {c.option for c in explanations if c.kind in ("speed", "memory")}
-    decided = {k: v for k, v in outcome.chosen.items() if k.split(".", 1)[1] in deciding}
-    blocked = [decided]
+    """The next best plans near the optimum (see solver/alternatives.py)."""
+    deciding = [option.key for option, choice in zip(problem.options, explanations)
+                if choice.kind in DECIDING_KINDS]
+    assignment = full_assignment(problem, outcome.chosen)
     best = outcome.metrics
-    for _ in range(query.top):
-        other = solve(problem, int(query.timeout * 1000), avoid=blocked)
-        if other.metrics is None or other.status == "infeasible":
-            break
-        blocked.append({k: other.chosen[k] for k in decided})
-        changes = {k.split(".", 1)[1]: report.plain(v) for k, v in other.chosen.items()
-                   if v != outcome.chosen[k]}
-        slower = float((other.metrics.time_per_work / best.time_per_work - 1) * 100) \
+    found = []
+    for changes, other in runner_ups(problem, assignment, deciding, query.top):
+        slower = float((other.time_per_work / best.time_per_work - 1) * 100) \
             if best.time_per_work else 0.0
-        found.append(Alternative(changes=changes, speed_delta_pct=round(slower, 2),
-                                 memory_delta_gib=report.gib(other.metrics.levels["device"]
-                                                             - best.levels["device"])))
+        found.append(Alternative(
+            changes={k.split(".", 1)[1]: report.plain(v) for k, v in sorted(changes.items())},
+            speed_delta_pct=round(slower, 2),
+            memory_delta_gib=report.gib(other.levels["device"] - best.levels["device"])))
     return found
 
 

@@ -1,0 +1,82 @@
+"""A good starting point for the exact search: hill climbing in the reference
+evaluator. A move changes one option; a move that breaks rules may be repaired
+by changing one option that those rules read. It only picks where Z3 starts
+tightening; Z3 still proves the optimum."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbsolve.dsl.ir import LetRef, OptionRef, walk
+from kbsolve.solver.metrics import measure, sort_key
+from kbsolve.solver.problem import Problem
+
+MAX_PASSES = 6
+
+
+def hill_climb(problem: Problem, start: dict[str, Any]) -> dict[str, Any]:
+    """The best assignment reachable from a feasible `start` by improving moves."""
+    free = [k for k in sorted(problem.choices) if k not in problem.pinned]
+    reads = _rule_reads(problem)
+    chosen, best = start, _key(problem, start)
+    if best is None:
+        return start
+    for _ in range(MAX_PASSES):
+        improved = False
+        for key in free:
+            for value in problem.choices[key]:
+                if value == chosen[key]:
+                    continue
+                trial = {**chosen, key: value}
+                metrics = measure(problem, {**problem.fixed, **trial})
+                if metrics.feasible:
+                    candidates = [(sort_key(metrics), trial)]
+                else:
+                    candidates = _repairs(problem, trial, key, metrics.broken, reads, free)
+                for trial_key, better in candidates:
+                    if trial_key < best:
+                        chosen, best, improved = better, trial_key, True
+        if not improved:
+            break
+    return chosen
+
+
+def _repairs(problem: Problem, trial: dict, moved: str, broken: list[str], reads: dict,
+             free: list[str]) -> list[tuple]:
+    """Feasible variants of `trial` that also change one option the broken rules read."""
+    if not broken:
+        return []
+    touched = sorted(set().union(*[reads.get(rule, set()) for rule in broken]) & set(free)
+                     - {moved})
+    found = []
+    for key in touched:
+        for value in problem.choices[key]:
+            if value == trial[key]:
+                continue
+            variant = {**trial, key: value}
+            variant_key = _key(problem, variant)
+            if variant_key is not None:
+                found.append((variant_key, variant))
+    return found
+
+
+def _key(problem: Problem, chosen: dict):
+    metrics = measure(problem, {**problem.fixed, **chosen})
+    return sort_key(metrics) if metrics.feasible else None
+
+
+def _rule_reads(problem: Problem) -> dict[str, set[str]]:
+    """Rule key -> the options it reads, through lets."""
+    kb = problem.kb
+    out = {}
+    for rule in problem.items(kb.rules):
+        stack, used, lets = [rule.constraint], set(), set()
+        while stack:
+            for node in walk(stack.pop()):
+                if isinstance(node, OptionRef):
+                    used.add(node.option)
+                elif isinstance(node, LetRef) and node.let not in lets:
+                    lets.add(node.let)
+                    stack.append(kb.lets[node.let].expr)
+        out[f"{rule.framework}.{rule.id}"] = used
+    return out
