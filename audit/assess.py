@@ -30,14 +30,15 @@ class Context:
     user: dict[str, Any]  # the options the config sets
     missing: set[str] = field(default_factory=set)  # facts asked for but unknown
     unread: set[str] = field(default_factory=set)  # options set to values the KB lacks
+    _verdicts: dict | None = field(default=None, repr=False)  # rule id -> holds now?
 
     def run(self, node: ir.Node, assignment: dict[str, Any] | None = None) -> Any:
-        wanted = ir.facts_used(node) | facts_needed(self.kb, node)
-        absent = {p for p in wanted if p not in self.facts}
+        facts, options = needs(self.kb, node)
+        absent = {p for p in facts if p not in self.facts}
         if absent:
             self.missing |= absent
             raise Undecided(", ".join(sorted(absent)))
-        odd = self.unread & (ir.options_used(node) | options_needed(self.kb, node))
+        odd = self.unread & options
         if odd:
             raise Undecided("a value the KB does not model: " + ", ".join(
                 sorted(k.split(".", 1)[1] for k in odd)))
@@ -49,6 +50,34 @@ class Context:
 
     def holds(self, node: ir.Node | None, assignment: dict[str, Any] | None = None) -> bool:
         return True if node is None else bool(self.run(node, assignment))
+
+    def broken_after(self, changes: dict[str, Any]) -> list:
+        """The framework's rules that decidably fail once `changes` are made; a
+        rule that reads none of the changed options keeps its present verdict."""
+        if self._verdicts is None:
+            self._verdicts = {}
+            for rule in self.kb.of(self.kb.rules, self.framework):
+                try:
+                    self._verdicts[rule.id] = self.keeps(rule)
+                except Undecided:
+                    self._verdicts[rule.id] = None
+        trial = self.with_changes(changes)
+        failed = []
+        for rule in self.kb.of(self.kb.rules, self.framework):
+            verdict = self._verdicts[rule.id]
+            if changes and needs(self.kb, rule.expr)[1] & changes.keys():
+                try:
+                    verdict = self.keeps(rule, trial)
+                except Undecided:
+                    verdict = None
+            if verdict is False:
+                failed.append(rule)
+        return failed
+
+    def keeps(self, rule, assignment: dict[str, Any] | None = None) -> bool:
+        """Whether a hard rule holds (its own expression, so that caches hit)."""
+        value = bool(self.run(rule.expr, assignment))
+        return value if rule.kind == "require" else not value
 
     def with_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
         return {**self.assignment, **changes}
@@ -65,6 +94,17 @@ def options_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
 
 
 _NEEDED: dict[tuple, tuple] = {}  # (id(node), reader) -> (node, names), for the KB's life
+
+
+def needs(kb: KnowledgeBase, node: ir.Node) -> tuple[set[str], set[str]]:
+    """(facts, options) a formula reads, directly or through lets."""
+    cached = _NEEDED.get((id(node), "both"))
+    if cached is not None and cached[0] is node:
+        return cached[1]
+    found = (ir.facts_used(node) | facts_needed(kb, node),
+             ir.options_used(node) | options_needed(kb, node))
+    _NEEDED[(id(node), "both")] = (node, found)
+    return found
 
 
 def _through_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:

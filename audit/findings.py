@@ -18,7 +18,7 @@ def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile]) -> l
     found = []
     for rule in ctx.kb.of(ctx.kb.rules, ctx.framework):
         try:
-            if ctx.holds(rule.constraint):
+            if ctx.keeps(rule):
                 continue
         except Undecided:
             continue

@@ -15,7 +15,7 @@ from kbsolve.audit.mapping import plain, read_options, written_value
 from kbsolve.audit.model import AuditReport, Change, Fit
 from kbsolve.audit.model_lookup import find_model
 from kbsolve.audit.read_project import read_project
-from kbsolve.audit.run import _hardware, audit_project
+from kbsolve.audit.run import audit_project, hardware_for
 from kbsolve.audit.fit import fit_check
 from kbsolve.audit.hardware import from_flag
 from kbsolve.audit.symptom import suggest
@@ -55,7 +55,7 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
     if unit is None:
         raise KbError(Diagnostic(f"{config}: not a training config of a framework kbsolve knows"))
     reading = read_options(kb, unit.framework, unit.files)
-    hardware = _hardware(kb, unit, reading, from_flag(kb, gpus) if gpus else None)
+    hardware = hardware_for(kb, unit, reading, from_flag(kb, gpus) if gpus else None)
     main_name = next(f.name for f in kb.frameworks[unit.framework].files if f.kind == "yaml")
     ctx = build_context(kb, unit.framework, reading.values, hardware,
                         find_model(kb, unit.files[main_name].values))

@@ -78,13 +78,10 @@ def _recommendable(ctx: Context, check: Check) -> tuple[str, str]:
     if not check.recommend:
         return "not_enabled", "the KB gives no value that turns it on"
     changes = {f"{check.framework}.{name}": value for name, value in check.recommend}
-    trial = ctx.with_changes(changes)
-    for rule in ctx.kb.of(ctx.kb.rules, ctx.framework):
-        try:
-            if not ctx.holds(rule.constraint, trial) and ctx.holds(rule.constraint):
-                return "not_enabled", f"turning it on breaks rule {rule.id}: {rule.meta.because}"
-        except Undecided:
-            continue
+    before = {r.id for r in ctx.broken_after({})}
+    for rule in ctx.broken_after(changes):
+        if rule.id not in before:
+            return "not_enabled", f"turning it on breaks rule {rule.id}: {rule.meta.because}"
     return "recommended", ""
 
 

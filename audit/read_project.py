@@ -3,6 +3,7 @@ and the scripts that launch it, plus code units for frameworks with code checks.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,9 @@ from kbsolve.audit.detect import ProjectText, Sign, project_signs
 from kbsolve.audit.launch import LaunchInfo, read_launch
 from kbsolve.audit.mapping import FlatFile
 from kbsolve.audit.texts import Unreadable, data_of, flatten
-from kbsolve.audit.walk import Tree
+from kbsolve.audit.walk import Entry, Tree
+
+MAX_LEVELS_UP = 4
 from kbsolve.dsl.kb import KnowledgeBase
 
 
@@ -123,7 +126,8 @@ def _reference_keys(kb: KnowledgeBase, framework: str) -> dict[str, str]:
 
 
 def _resolve(tree: Tree, config_rel: str, value: str) -> str | None:
-    """A referenced path, tried from the config's folder up to the project root."""
+    """A referenced path, tried from the config's folder up to the project root
+    (and, when one config was named, up the folders above it)."""
     index = tree.by_rel()
     folder = posixpath.dirname(config_rel)
     while True:
@@ -131,8 +135,17 @@ def _resolve(tree: Tree, config_rel: str, value: str) -> str | None:
         if candidate in index:
             return candidate
         if not folder:
-            return None
+            break
         folder = posixpath.dirname(folder)
+    if not tree.single:
+        return None
+    for base in [tree.root, *list(tree.root.parents)[:MAX_LEVELS_UP]]:
+        candidate = base / value
+        if candidate.is_file():
+            rel = os.path.relpath(candidate, tree.root)
+            tree.files.append(Entry(candidate, rel, candidate.stat().st_size))
+            return rel
+    return None
 
 
 def _flat(tree: Tree, texts: ProjectText, rel: str, unit: Unit) -> FlatFile | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from kbsolve.audit.assess import Context, Undecided
+from kbsolve.audit.assess import Context
 from kbsolve.audit.mapping import FlatFile, plain, written_value
 from kbsolve.audit.model import Change, CheckResult, Finding
 from kbsolve.dsl.ir import options_used
@@ -15,17 +15,13 @@ from kbsolve.solver.metrics import measure
 from kbsolve.solver.problem import build_problem
 
 
-def sound(ctx: Context, assignment: dict[str, Any], must_fit: bool) -> bool:
-    """Every decidable hard rule holds and, when asked, the config fits."""
-    for rule in ctx.kb.of(ctx.kb.rules, ctx.framework):
-        try:
-            if not ctx.holds(rule.constraint, assignment):
-                return False
-        except Undecided:
-            continue
+def sound(ctx: Context, changes: dict[str, Any], must_fit: bool) -> bool:
+    """After `changes`, every decidable hard rule holds and, when asked, the config fits."""
+    if ctx.broken_after(changes):
+        return False
     if must_fit:
         problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
-        return measure(problem, assignment).fits
+        return measure(problem, ctx.with_changes(changes)).fits
     return True
 
 
@@ -41,10 +37,10 @@ def repair(ctx: Context, broken: list[str]) -> dict[str, Any]:
         values = [option.default] + [v for v in option.domain or () if v != option.default]
         singles += [{key: v} for v in values if v != ctx.assignment.get(key)]
     for change in singles:
-        if sound(ctx, ctx.with_changes(change), False):
+        if sound(ctx, change, False):
             return change
     for a, b in combinations(singles, 2):
-        if a.keys() != b.keys() and sound(ctx, ctx.with_changes({**a, **b}), False):
+        if a.keys() != b.keys() and sound(ctx, {**a, **b}, False):
             return {**a, **b}
     return {}
 
@@ -61,7 +57,7 @@ def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,
         if check.group and check.group in groups:
             continue
         trial = {**chosen, **{f"{ctx.framework}.{n}": v for n, v in check.recommend}}
-        if sound(ctx, ctx.with_changes(trial), must_fit):
+        if sound(ctx, trial, must_fit):
             chosen = trial
             if check.group:
                 groups.add(check.group)

@@ -62,7 +62,7 @@ def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
     return out
 
 
-def _hardware(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hardware:
+def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hardware:
     if fixed is not None:
         return fixed
     for option in kb.options_of(unit.framework):
@@ -92,7 +92,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
                      files={name: f.rel for name, f in unit.files.items()},
                      signs=unit.signs, notes=list(unit.notes))
     reading = read_options(kb, unit.framework, unit.files)
-    hardware = _hardware(kb, unit, reading, fixed)
+    hardware = hardware_for(kb, unit, reading, fixed)
     model = find_model(kb, main.values)
     unseen = {o.key for o in kb.options_of(unit.framework)
               if o.emits and not any(e.target in unit.files for e in o.emits)}
@@ -119,7 +119,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
     out.changes = changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
     out.changes_proven = bool(out.changes) and sound(
-        ctx, ctx.with_changes(chosen), must_fit=out.fit.status == "fits")
+        ctx, chosen, must_fit=out.fit.status == "fits")
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
     if with_plan:
         out.plan = best_plan(ctx, hardware.spec, model.name if model else None)

@@ -29,6 +29,7 @@ class Tree:
     files: list[Entry] = field(default_factory=list)
     dirs: set[str] = field(default_factory=set)  # relative folder paths
     notes: list[str] = field(default_factory=list)  # what was skipped, and why
+    single: bool = False  # PATH named one config: its references may lie above it
 
     def by_rel(self) -> dict[str, Entry]:
         index = self.__dict__.get("_index")
@@ -47,7 +48,7 @@ def walk(path: str | os.PathLike) -> Tree:
     except (OSError, RuntimeError) as error:
         raise KbError(Diagnostic(f"{path}: cannot resolve the path ({error})")) from None
     if root.is_file():
-        tree = Tree(root.parent)
+        tree = Tree(root.parent, single=True)
         tree.files.append(Entry(root, root.name, root.stat().st_size))
         return tree
     if not root.is_dir():
