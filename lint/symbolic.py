@@ -91,8 +91,8 @@ class SymbolicModel:
             self._add(name, lambda r=rule, e=expr: self.c.term(
                 e if r.kind == "require" else ir.Op("not", (e,), e.type, e.span)))
         for key, when in whens.items():
-            if key in self.p.choices:
-                default = kb.options[key].default
+            default = kb.options[key].default
+            if key in self.p.choices and default in self.p.choices[key]:
                 self._add(f"when:{key}", lambda w=when, k=key, d=default: z3.Implies(
                     z3.Not(self.c.term(w)), self.c.equals(k, d)))
         self.catalog = self._table()
