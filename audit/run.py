@@ -20,6 +20,8 @@ from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 
+AUTO_PRIORITIES = ("P0", "P1")  # P2 items need testing: listed, never written by --fix
+
 
 def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
                   with_plan: bool = False) -> AuditReport:
@@ -109,7 +111,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
     out.silent = ([] if rejected else key_found) + \
         find.value_findings(ctx, reading, unit.files, main_name)
     out.fit, _ = fit_check(ctx)
-    ordered = [r for p in ("P0", "P1", "P2") for r in out.recommendations[p]]
+    ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     fixes = repair(ctx, [f.id for f in out.errors if f.kind == "rule"])
     chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes)
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
