@@ -156,3 +156,15 @@ def deep_check(packs: list[str] | None = None):
     from kbsolve.dsl.load import kb_roots
     from kbsolve.lint.deep import deep_check as run
     return run(load_kb(packs, use_cache=False), kb_roots(packs))
+
+
+def kb_graph(what: str, name: str, fmt: str = "text", framework: str | None = None,
+             packs: list[str] | None = None) -> str:
+    """The dependency neighbourhood of an option, rule or quantity (lint/graph.py),
+    rendered as text, dot, mermaid or json."""
+    from kbsolve.lint import graph as kbgraph
+    knowledge = load_kb(packs)
+    whole = kbgraph.build(knowledge)
+    hoods = [kbgraph.neighbourhood(knowledge, whole, centre)
+             for centre in kbgraph.find(knowledge, whole, what, name, framework)]
+    return kbgraph.render(knowledge, hoods, fmt)

@@ -84,3 +84,23 @@ def fmt_command(packs: tuple[str, ...], check_only: bool, paths: tuple[str, ...]
     click.echo(f"kb fmt: {len(changed)} file(s) {verb}" if changed else
                "kb fmt: every file is canonical")
     return 1 if check_only and changed else EXIT_OK
+
+
+@kb_group.command("graph")
+@kb_option
+@click.option("--option", "option_name", default=None, help="An option's neighbourhood.")
+@click.option("--rule", "rule_name", default=None, help="A rule, warning, preference or check.")
+@click.option("--quantity", "quantity_name", default=None,
+              help="A let, memory, speed or work term.")
+@click.option("-f", "--framework", default=None, help="Only this framework's items.")
+@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid", "json"]),
+              default="text", show_default=True)
+def graph_command(packs, option_name, rule_name, quantity_name, framework, fmt) -> int:
+    """What constrains an option, rule or quantity, and what it touches."""
+    chosen = [(w, n) for w, n in (("option", option_name), ("rule", rule_name),
+                                  ("quantity", quantity_name)) if n]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --option, --rule, --quantity")
+    what, name = chosen[0]
+    click.echo(api.kb_graph(what, name, fmt, framework, list(packs)))
+    return EXIT_OK
