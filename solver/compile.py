@@ -40,6 +40,7 @@ class Compiler:
         self._deps: dict[int, tuple] = {}
         self._equals: dict[tuple, z3.BoolRef] = {}
         self._let_deps: dict[str, frozenset] = {}
+        self._bounds: dict[int, tuple] = {}  # node id -> (min, max) of its table
 
     # ---- domains
     def domain_constraints(self) -> list:
@@ -130,7 +131,13 @@ class Compiler:
             return None
         if not self.deps(node):
             return self._real(self.p.evaluator.run(node, self.p.fixed, {}))
-        return self.diagram(node, self._real)
+        tabled = self.diagram(node, self._real)
+        if tabled is None or z3.is_rational_value(tabled):
+            return tabled
+        var = self.named(tabled)  # its bounds help the arithmetic prune early
+        low, high = self._bounds[id(node)]
+        self.definitions.append(z3.And(var >= self._real(low), var <= self._real(high)))
+        return var
 
     def diagram(self, node: ir.Node, leaf) -> z3.ExprRef | None:
         """The node's table as a reduced decision diagram of nested Ifs over the
@@ -141,6 +148,7 @@ class Compiler:
         evaluator = self.p.evaluator
         values = [Fraction(evaluator.run(node, {**self.p.fixed, **dict(zip(deps, combo))}, {}))
                   for combo in itertools.product(*[self.p.choices[k] for k in deps])]
+        self._bounds[id(node)] = (min(values), max(values))
         return self._diagram(deps, values, leaf, 0, 0, {})
 
     def _diagram(self, deps: list[str], values: list, leaf, level: int, start: int,
