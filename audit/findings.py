@@ -30,8 +30,13 @@ def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile]) -> l
             kind="rule", id=rule.id,
             message=f"{rule.kind} rule {rule.id} is broken ({settings or 'by the hardware'})",
             because=rule.meta.because, source=rule.meta.source,
-            location=reading.span(files, written[0]) if written else ""))
+            location=reading.span(files, written[0]) if written else _main_rel(files)))
     return found
+
+
+def _main_rel(files: dict[str, FlatFile]) -> str:
+    """The config itself (the main file comes first)."""
+    return next(iter(files.values())).rel if files else ""
 
 
 def _shown(value) -> str:
@@ -73,9 +78,7 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
         leaf = key.rsplit(".", 1)[-1]
         homes = [k for k in main_keys if k != key and k.rsplit(".", 1)[-1] == leaf]
         home = homes[0] if len(homes) == 1 else None
-        sections = {k.rsplit(".", 1)[0] for k in main_keys if "." in k}
-        section = key.rsplit(".", 1)[0] if "." in key else ""
-        if home is not None and sectioned and (section == "" or section not in sections):
+        if home is not None and sectioned and "." not in key:  # a setting left at the top
             findings.append(Finding(kind="wrong_section", id=key, location=where,
                                     message=f"'{key}' is in the wrong section; "
                                             f"{framework} reads '{home}'",
@@ -124,7 +127,8 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
             continue
         written = [k for k in sorted(options_used(warning.expr)) if k in reading.where]
         found.append(Finding(kind="warning", id=warning.id,
-                             location=reading.span(files, written[0]) if written else "",
+                             location=reading.span(files, written[0]) if written
+                             else _main_rel(files),
                              message=warning.meta.because, because=warning.meta.because,
                              source=warning.meta.source))
     return found

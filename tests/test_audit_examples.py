@@ -67,4 +67,4 @@ def test_flow_factory_errors_are_true(ff):
 
 def test_flow_factory_sections_are_not_flagged(ff):
     flagged = {f.id for u in ff.units for f in u.silent if f.kind in ("nokey", "wrong_section")}
-    assert not any(key.startswith(("log.", "eval.")) for key in flagged)
+    assert not any("." in key for key in flagged)  # log.run_name, eval_rewards.dtype are real
