@@ -132,12 +132,12 @@ def audit(path: str, gpus: str | None = None, kb: KnowledgeBase | None = None, *
     """Audit a training project (folder or one config); plan=True adds the solver's
     best plan per config; fix=True writes each config's recommended changes (a
     .bak is kept) and returns the re-audit. Returns (AuditReport, {config: keys})."""
-    from kbsolve.audit.fix_config import fix_project
     from kbsolve.audit.run import audit_project
     knowledge = kb or load_kb(packs)
     report = audit_project(knowledge, path, gpus, plan)
     if not fix:
         return report, {}
+    from kbsolve.audit.fix_config import fix_project
     written = fix_project(knowledge, report)
     return (audit_project(knowledge, path, gpus, plan) if written else report), written
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
-from kbsolve.audit.best_plan import best_plan
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.fit import fit_check
 from kbsolve.audit.hardware import Hardware, from_count, from_flag, nvidia_smi
@@ -124,6 +123,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
         ctx, chosen, must_fit=out.fit.status == "fits")
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
     if with_plan:
+        from kbsolve.audit.best_plan import best_plan  # loads the Z3 solver
         out.plan = best_plan(ctx, hardware.spec, model.name if model else None)
     out.undecided = _undecided(out, ctx)
     for key, candidates in reading.ambiguous:
