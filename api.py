@@ -113,6 +113,12 @@ def test_coverage(packs: list[str] | None = None) -> dict[str, list[str]]:
     return coverage(load_kb(packs))
 
 
+def coverage_report(packs: list[str] | None = None):
+    """Per kind (hard rules, warnings, checklist items): total and the untested ones."""
+    from kbsolve.lint.coverage import coverage
+    return coverage(load_kb(packs))
+
+
 # ---- the rule author's toolkit (kb fmt, kb check --deep, kb graph) -----------
 
 def format_rule_files(paths: list[str] | None = None, *, packs: list[str] | None = None,

@@ -48,7 +48,8 @@ def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
 @kb_group.command("test")
 @kb_option
 @click.option("-k", "select", default=None, help="Only tests whose name contains this.")
-@click.option("--coverage", is_flag=True, help="List the rules and warnings no test names.")
+@click.option("--coverage", is_flag=True,
+              help="Which hard rules, warnings and checklist items have a test; list the rest.")
 def test_command(packs: tuple[str, ...], select: str | None, coverage: bool) -> int:
     """Run the KB's own tests; exit 1 when one fails."""
     results = api.run_kb_tests(list(packs), select)
@@ -59,12 +60,12 @@ def test_command(packs: tuple[str, ...], select: str | None, coverage: bool) -> 
     failed = sum(not r.passed for r in results)
     click.echo(f"{len(results) - failed} passed, {failed} failed")
     if coverage:
-        missing = api.test_coverage(list(packs))
-        for what, names in missing.items():
-            total = missing_total = len(names)
-            click.echo(f"untested {what}: {missing_total}" + ("" if not names else
-                                                            " — " + ", ".join(names)))
-            del total
+        for row in api.coverage_report(list(packs)):
+            tested = row.total - len(row.untested)
+            click.echo(f"coverage of {row.kind}: {tested}/{row.total} ({row.percent:.0f}%)")
+            click.echo(f"untested {row.short}: {len(row.untested)}")
+            for key, location in row.untested:
+                click.echo(f"  {key}  ({location})")
     return 1 if failed else EXIT_OK
 
 
