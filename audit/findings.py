@@ -29,6 +29,8 @@ def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile]) -> l
         found.append(Finding(
             kind="rule", id=rule.id,
             message=f"{rule.kind} rule {rule.id} is broken ({settings or 'by the hardware'})",
+            message_zh=f"违反{'禁止' if rule.kind == 'forbid' else '必需'}规则 {rule.id}"
+                       f"（{settings or '硬件所致'}）",
             because=rule.meta.because, source=rule.meta.source,
             location=reading.span(files, written[0]) if written else _main_rel(files)))
     return found
@@ -63,6 +65,7 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
         if nokey is not None:
             findings.append(Finding(kind="nokey", id=key, location=where,
                                     message=f"'{key}' is not a {framework} setting",
+                                    message_zh=f"'{key}' 不是 {framework} 的参数",
                                     because=nokey.meta.because, source=nokey.meta.source,
                                     fix={key: None}))
             continue
@@ -72,6 +75,7 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
             real = next((e.key for e in option.emits if e.target == main_name), option.name)
             findings.append(Finding(kind="alias", id=key, location=where,
                                     message=f"'{key}' is not read; the setting is '{real}'",
+                                    message_zh=f"'{key}' 不会被读取；正确的参数是 '{real}'",
                                     because=entry.note, source=option.meta.source,
                                     fix={key: None, real: main.values[key]}))
             continue
@@ -80,6 +84,8 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
         home = homes[0] if len(homes) == 1 else None
         if home is not None and sectioned and "." not in key:  # a setting left at the top
             findings.append(Finding(kind="wrong_section", id=key, location=where,
+                                    message_zh=f"'{key}' 放错了位置；{framework} 读取的是 "
+                                               f"'{home}'",
                                     message=f"'{key}' is in the wrong section; "
                                             f"{framework} reads '{home}'",
                                     source=main_keys[home].meta.source,
@@ -99,6 +105,7 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
         shown = written_value(option, main_name, new)
         found.append(Finding(kind="value_alias", id=yaml_key, location=reading.span(files, key),
                              message=f"{yaml_key}: {raw} is read as '{_shown(new)}' ({note})",
+                             message_zh=f"{yaml_key}: {raw} 按 '{_shown(new)}' 读取（{note}）",
                              because=note, source=option.meta.source,
                              fix={yaml_key: shown[1] if shown else None}))
     for key, value in ctx.user.items():
@@ -112,6 +119,8 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
         if not active:
             yaml_key = reading.where[key][1]
             found.append(Finding(kind="no_op", id=yaml_key, location=reading.span(files, key),
+                                 message_zh=f"{yaml_key}: {_shown(value)} 在此配置中不生效"
+                                            f"（只在另一设置下起作用）",
                                  message=f"{yaml_key}: {_shown(value)} has no effect in this "
                                          f"config (it applies only under another setting)",
                                  because=option.meta.doc, source=option.meta.source,

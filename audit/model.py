@@ -39,6 +39,7 @@ class Finding(BaseModel):
     kind: str  # rule | nokey | alias | wrong_section | value_alias | no_op | warning | odd_value
     id: str
     message: str
+    message_zh: str = ""
     because: str = ""
     source: str = ""
     location: str = ""

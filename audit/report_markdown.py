@@ -40,8 +40,8 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
                      f"{', '.join(names.get(i, i) for i in cat.enabled) or '-'} | "
                      f"{', '.join(names.get(i, i) for i in cat.recommended) or '-'} |")
     lines.append(f"| **{w['total']}** | **{unit.score}/{unit.points}** | | |")
-    lines += _findings(w["errors"], unit.errors, w)
-    lines += _findings(w["silent"], unit.silent, w)
+    lines += _findings(w["errors"], unit.errors, w, lang)
+    lines += _findings(w["silent"], unit.silent, w, lang)
     if unit.fit is not None:
         lines += ["", f"### {w['fit']}", "", "- " + fit_line(unit, w)]
         for term in unit.fit.breakdown[:8]:
@@ -97,18 +97,22 @@ def fit_line(unit: UnitReport, w: dict[str, str]) -> str:
     return w["fit_undecided"].format(reason=fit.reason)
 
 
-def _findings(heading: str, items: list[Finding], w: dict[str, str]) -> list[str]:
+def _findings(heading: str, items: list[Finding], w: dict[str, str], lang: str) -> list[str]:
     if not items:
         return []
     lines = ["", f"### {heading}", ""]
     for i, f in enumerate(items, 1):
         where = f"`{f.location}`: " if f.location else ""
-        lines.append(f"{i}. {where}{f.message}")
+        lines.append(f"{i}. {where}{message(f, lang)}")
         if f.because and f.because != f.message:
             lines.append(f"   - {w['because']}: {f.because}")
         if f.source:
             lines.append(f"   - {w['source']}: {f.source}")
     return lines
+
+
+def message(finding: Finding, lang: str) -> str:
+    return finding.message_zh or finding.message if lang == "zh" else finding.message
 
 
 def _list(heading: str, items: list[str], level: int = 3) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbsolve.audit.model import AuditReport
-from kbsolve.audit.report_markdown import fit_line, yaml_text
+from kbsolve.audit.report_markdown import fit_line, message, yaml_text
 from kbsolve.audit.words import title, words
 
 
@@ -19,9 +19,9 @@ def terminal(report: AuditReport, lang: str = "en") -> str:
             bar = "#" * cat.score + "." * (cat.points - cat.score)
             lines.append(f"  {cat.id:>4} {title(cat, lang)[:28]:<28} {cat.score:>2}/{cat.points:<2} {bar}")
         for f in unit.errors:
-            lines.append(f"  error  {f.location}: {f.message}")
+            lines.append(f"  error  {f.location}: {message(f, lang)}")
         for f in unit.silent:
-            lines.append(f"  silent {f.location}: {f.message}")
+            lines.append(f"  silent {f.location}: {message(f, lang)}")
         if unit.fit is not None and unit.fit.status != "undecided":
             lines.append(f"  {w['fit']}: {fit_line(unit, w)}")
         todo = [r for p in ("P0", "P1", "P2") for r in unit.recommendations.get(p, [])]

@@ -153,3 +153,25 @@ def test_audit_never_writes_without_fix(tmp_path):
     after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in project.rglob("*")
              if p.is_file()}
     assert before == after
+
+
+def test_old_key_name_is_flagged_with_the_real_one(lf):
+    broken = unit(lf, "broken.yaml")
+    alias = next(f for f in broken.errors if f.id == "finetune_type")
+    assert alias.kind == "alias" and "finetuning_type" in alias.message
+    assert alias.fix == {"finetune_type": None, "finetuning_type": "lora"}
+
+
+def test_nvidia_smi_gives_the_gpu_when_no_flag(tmp_path, monkeypatch, kb):
+    import os
+    from kbsolve.audit import hardware
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\necho 'NVIDIA H100 80GB HBM3'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(hardware, "_SMI", [])
+    report = api.audit(str(PROJECTS / "lf_project" / "configs" / "oom.yaml"), kb=kb)[0]
+    assert report.hardware_source == "nvidia-smi"
+    assert report.hardware == f"2x{kb.catalog.gpu('H100').name}"
+    assert report.units[0].fit.status in ("fits", "oom")
