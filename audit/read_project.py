@@ -90,6 +90,8 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
         if not isinstance(value, str) or not value.endswith((".json", ".yaml", ".yml")):
             continue
         rel = _resolve(tree, unit.rel, value)
+        if rel == unit.rel:
+            continue
         if rel is None:
             unit.notes.append(f"{main.spans.get(key, main.rel)}: {key} refers to {value}, "
                               f"which is not in the project")

@@ -14,6 +14,7 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".v
                        "site-packages", ".eggs", ".idea", ".vscode", "wandb", "saves"})
 MAX_FILES = 50_000
 MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,10 @@ def walk(path: str | os.PathLike) -> Tree:
     return tree
 
 
-def _scan(tree: Tree, folder: Path, rel: str) -> None:
+def _scan(tree: Tree, folder: Path, rel: str, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        tree.notes.append(f"{rel}: skipped, nested more than {MAX_DEPTH} folders deep")
+        return
     try:
         with os.scandir(folder) as listing:
             entries = sorted(listing, key=lambda e: e.name)
@@ -79,7 +83,7 @@ def _scan(tree: Tree, folder: Path, rel: str) -> None:
                 if entry.name in SKIP_DIRS or _is_venv(Path(entry.path)):
                     continue
                 tree.dirs.add(child)
-                _scan(tree, Path(entry.path), child)
+                _scan(tree, Path(entry.path), child, depth + 1)
             elif entry.is_file(follow_symlinks=False):
                 tree.files.append(Entry(Path(entry.path), child, entry.stat().st_size))
         except OSError as error:

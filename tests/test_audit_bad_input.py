@@ -94,3 +94,16 @@ def test_broken_deepspeed_json_is_a_note(capsys, tmp_path):
 def test_bad_gpus_flag_is_exit_2(capsys):
     code, _, err = audit(capsys, PROJECTS / "lf_project", "--gpus", "8xNoSuchGPU")
     assert code == 2 and "NoSuchGPU" in err
+
+
+def test_deep_nesting_and_self_reference(capsys, tmp_path):
+    import json
+    deep = tmp_path
+    for i in range(70):
+        deep = deep / f"d{i}"
+    deep.mkdir(parents=True)
+    (tmp_path / "self.yaml").write_text(GOOD + "deepspeed: self.yaml\n")
+    code, out, _ = audit(capsys, tmp_path)
+    report = json.loads(out)
+    assert code == 0 and [u["path"] for u in report["units"]] == ["self.yaml"]
+    assert any("nested more than 64" in n for n in report["notes"])
