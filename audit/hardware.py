@@ -66,7 +66,7 @@ def nvidia_smi(kb) -> Hardware | None:
 
 
 def gpu_by_name(kb, name: str):
-    """A catalog GPU for a marketing name such as 'NVIDIA H100 80GB HBM3'."""
+    """A catalog GPU for the name nvidia-smi prints (vendor, model, memory, memory type)."""
     words = name.replace("-", " ").split()
     tries = [name] + [" ".join(words[i:j]) for i in range(len(words))
                       for j in range(len(words), i, -1)]

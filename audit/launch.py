@@ -1,7 +1,8 @@
 """What launch scripts say: environment variables and process counts.
 
 The flags read are the launchers' own (torchrun, accelerate) and CUDA's
-device list; framework variables are kept as written for the KB to read."""
+device list; framework variables (a node count included) are kept as written
+for the KB's options to read."""
 
 from __future__ import annotations
 
@@ -42,7 +43,4 @@ def read_launch(scripts: dict[str, str]) -> LaunchInfo:
     devices = info.env.get("CUDA_VISIBLE_DEVICES")
     if info.processes is None and devices and re.fullmatch(r"[\d,\s]+", devices):
         info.processes = len([d for d in devices.split(",") if d.strip()])
-    nodes = info.env.get("NNODES")
-    if info.nodes is None and nodes and nodes.isdigit():
-        info.nodes = int(nodes)
     return info

@@ -66,12 +66,12 @@ def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
 def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hardware:
     if fixed is not None:
         return fixed
-    for option in kb.options_of(unit.framework):
-        if isinstance(option.source_expr, ir.FactRef) and \
-                option.source_expr.path == "query.num_gpus" and option.key in reading.values:
-            found = from_count(kb, int(reading.values[option.key]), None, "config")
-            if found:
-                return found
+    declared = {option.source_expr.path: int(reading.values[option.key])
+                for option in kb.options_of(unit.framework)
+                if isinstance(option.source_expr, ir.FactRef) and option.key in reading.values
+                and option.source_expr.path in ("query.num_gpus", "query.nodes")}
+    if declared.get("query.num_gpus"):
+        return from_count(kb, declared["query.num_gpus"], declared.get("query.nodes"), "config")
     counts = [(f.values.get(k), f.values.get(k.replace("num_processes", "num_machines")))
               for f in unit.files.values() for k in f.values
               if k.rsplit(".", 1)[-1] == "num_processes"]  # accelerate's own keys
@@ -80,7 +80,8 @@ def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hard
             return from_count(kb, processes, machines if isinstance(machines, int) else None,
                               "config")
     if unit.launch.gpus:
-        return from_count(kb, unit.launch.gpus, unit.launch.nodes, "launch script")
+        return from_count(kb, unit.launch.gpus, unit.launch.nodes or declared.get("query.nodes"),
+                          "launch script")
     return nvidia_smi(kb) or Hardware()
 
 
