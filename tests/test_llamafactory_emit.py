@@ -33,7 +33,7 @@ PLANS = {
         "neat_packing=true", "disable_gradient_checkpointing=false", "optim=adamw_torch",
         "fp8=false", "use_adam_mini=false", "use_unsloth_gc=false"]),
     "fsdp_qlora_2x4090": ("2x4090", "llama3-70b", [
-        "finetuning_type=lora", "quantization_bit=4", "fsdp=fsdp1", "flash_attn=fa2",
+        "finetuning_type=lora", "quantization_bit=4", "fsdp=fsdp1_offload", "flash_attn=fa2",
         "per_device_train_batch_size=1", "gradient_accumulation_steps=16", "bf16=true",
         "neat_packing=true", "disable_gradient_checkpointing=false", "lora_rank=16",
         "enable_liger_kernel=true", "optim=adamw_torch", "fp8=false", "use_unsloth_gc=true"]),
@@ -103,7 +103,7 @@ def test_zero3_json_is_llamafactorys_example(tmp_path):
 def test_fsdp_qlora_uses_accelerate(tmp_path):
     files = _emit("fsdp_qlora_2x4090", tmp_path)
     ours = yaml.safe_load(files["accelerate_config.yaml"])
-    theirs = yaml.safe_load((EXAMPLES / "accelerate" / "fsdp_config.yaml").read_text())
+    theirs = yaml.safe_load((EXAMPLES / "accelerate" / "fsdp_config_offload.yaml").read_text())
     for key in ("tpu_env", "tpu_use_cluster", "tpu_use_sudo"):
         theirs.pop(key)  # TPU settings, at accelerate's defaults
     assert ours == theirs
