@@ -1,0 +1,49 @@
+"""Cold CLI latency: fresh `kbsolve` processes (KB from the disk cache, as a user
+meets it after the first run), beside the bare imports as a floor."""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from bench.budget import within
+
+DIFFUSION = ["kbsolve", "--gpus", "8xA100", "--model", "wan14b"]
+LLM = ["kbsolve", "--gpus", "8xA100", "--model", "qwen3-8b"]
+FLOOR = [sys.executable, "-c", "import z3, lark, pydantic"]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_runs(cmd: list[str], runs: int, env: dict, budget_s: float) -> dict:
+    """Median wall and CPU time of up to `runs` fresh processes, and their exit codes."""
+    cpus, codes = [], set()
+
+    def once(_):
+        cpu = _children_cpu()
+        codes.add(subprocess.run(cmd, env=env, capture_output=True).returncode)
+        cpus.append(_children_cpu() - cpu)
+    walls = within(list(range(runs)), budget_s, once)
+    return {"runs": len(walls), "median_ms": round(statistics.median(walls) * 1000, 1),
+            "cpu_median_ms": round(statistics.median(cpus) * 1000, 1),
+            "exit_codes": sorted(codes)}
+
+
+def measure(runs: int = 10, budget_s: float = 25.0) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "KBSOLVE_CACHE_DIR": cache}
+        subprocess.run(["kbsolve", "kb", "check"], env=env, capture_output=True)  # fill it
+        return {"diffusion": timed_runs(DIFFUSION, runs, env, budget_s),
+                "llm": timed_runs(LLM, runs, env, budget_s),
+                "import_floor": timed_runs(FLOOR, runs, env, budget_s)}
+
+
+if __name__ == "__main__":
+    print(measure())

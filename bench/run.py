@@ -1,0 +1,118 @@
+"""`python -m bench`: every benchmark, one table against the targets, and
+bench/results.json (with the machine's description) for later comparison.
+
+A section that fails is reported in its row and in the JSON; the others still run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from bench import accuracy, audit_project, cold, deep_check, determinism, kb_load, solve, warm
+from bench.machine import describe
+
+RESULTS = Path(__file__).with_name("results.json")
+
+SECTIONS = {
+    "cold_cli": cold.measure, "warm_solve": warm.measure,
+    "z3_vs_enumerator": solve.versus_enumerator, "kb_load": kb_load.measure,
+    "kb_check": deep_check.measure, "audit": audit_project.measure,
+    "memory_accuracy": lambda: {k: v for k, v in accuracy.summarise(accuracy.evaluate()).items()
+                                if k not in ("worst_rows", "under_predicted_rows")},
+    "determinism": determinism.measure,
+}
+
+
+def run_sections() -> dict:
+    results: dict = {"machine": describe(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                  time.gmtime())}
+    started = time.perf_counter()
+    for name, measure in SECTIONS.items():
+        start = time.perf_counter()
+        try:
+            results[name] = measure()
+        except Exception as error:  # a broken section must not hide the others
+            results[name] = {"error": f"{type(error).__name__}: {error}"[:300]}
+        results[name]["section_s"] = round(time.perf_counter() - start, 1)
+    results["total_s"] = round(time.perf_counter() - started, 1)
+    return results
+
+
+def _get(data: dict, *path, default=None):
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return default
+        data = data[key]
+    return data
+
+
+def _ms(value) -> str:
+    return "n/a" if value is None else (f"{value / 1000:.2f} s" if value >= 1000
+                                        else f"{value:.0f} ms")
+
+
+def _cold(r: dict, key: str) -> str:
+    row = _get(r, "cold_cli", key) or {}
+    return (f"{_ms(row.get('median_ms'))} (CPU {_ms(row.get('cpu_median_ms'))}; "
+            f"{row.get('runs')} runs, exit {row.get('exit_codes')})")
+
+
+def rows(r: dict) -> list[tuple[str, str, str]]:
+    w, z, a = r.get("warm_solve", {}), r.get("z3_vs_enumerator", {}), r.get("audit", {})
+    k, c, d = r.get("kb_load", {}), r.get("kb_check", {}), r.get("determinism", {})
+    acc = r.get("memory_accuracy", {})
+    mape = _get(acc, "all", "predicted", "mape_pct", default=acc.get("mape_all_pct"))
+    return [
+        ("cold `kbsolve --gpus 8xA100 --model wan14b`, median of up to 10 processes",
+         _cold(r, "diffusion"), "≤ 0.5 s"),
+        ("cold `kbsolve --gpus 8xA100 --model qwen3-8b`, median of up to 10",
+         _cold(r, "llm"), "≤ 0.5 s"),
+        ('floor: `python -c "import z3, lark, pydantic"`', _cold(r, "import_floor"), "—"),
+        (f"warm solve, median / p95 ({w.get('queries_solved')} of "
+         f"{w.get('queries_planned')} queries in {w.get('budget_s')} s)",
+         f"{_ms(w.get('median_ms'))} / {_ms(w.get('p95_ms'))}", "≤ 50 ms median"),
+        (f"warm plan with explanations, median of {w.get('plans_with_explanations')} LLM "
+         f"queries", _ms(w.get("plan_with_explanations_median_ms")), "—"),
+        (f"Z3 vs enumerator, agreement ({z.get('small_space_cases')} small spaces)",
+         f"{z.get('agreement_pct')} %", "100 %"),
+        ("Z3 vs enumerator, speed-up: small spaces / full space (extrapolated; Z3's status)",
+         f"{z.get('small_space_speedup_x')} × / {z.get('full_space_speedup_x'):.2g} × "
+         f"({z.get('full_space_z3_status')} in {z.get('full_space_z3_s')} s)"
+         if "full_space_speedup_x" in z else str(z.get("error")), "≥ 100 ×"),
+        ("KB load, cold parse and check / cached",
+         f"{_ms(k.get('kb_load_cold_ms'))} / {_ms(k.get('kb_load_cached_ms'))}", "—"),
+        ("`kb check` / `kb check --deep` (fresh process)",
+         f"{_ms(_get(c, 'check', 'ms'))} / {_ms(_get(c, 'deep', 'ms'))} "
+         f"(exit {_get(c, 'deep', 'exit_code')})", "—"),
+        (f"audit of a generated {a.get('files')}-file project, warm / CLI",
+         f"{_ms(a.get('warm_median_ms'))} / {_ms(a.get('cli_ms'))}", "≤ 1 s"),
+        (f"memory MAPE on the dev set ({acc.get('rows_compared')} rows)",
+         f"{mape} %" if mape is not None else str(acc.get("error")), "≤ 15 %"),
+        (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "
+         f"PYTHONHASHSEED", "byte-identical" if d.get("identical") else
+         f"{d.get('distinct_outputs')} distinct, exit {d.get('exit_codes')}"
+         + (" (the KB changed meanwhile)" if d.get("kb_changed_during_run") else "")
+         + str(d.get("error", "")), "byte-identical"),
+        ("whole bench", f"{r.get('total_s')} s", "≤ 300 s"),
+    ]
+
+
+def table(results: dict) -> str:
+    lines = ["| figure | measured | target |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows(results)]
+    errors = [f"{name}: {s['error']}" for name, s in results.items()
+              if isinstance(s, dict) and "error" in s]
+    return "\n".join(lines + [f"\nfailed section {e}" for e in errors])
+
+
+def main() -> None:
+    results = run_sections()
+    print(table(results))
+    RESULTS.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nwritten to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
