@@ -337,3 +337,52 @@ def test_an_unmutated_example_is_audited_as_a_unit(tmp_path):
 @given(st.sampled_from(["train.yaml", "ds.json"]), mutated_example().map(str.encode))
 def test_audit_reads_project_files_long(rel, data):
     read_project_file(rel, data)
+
+
+# ---- the KB cache's reader ---------------------------------------------------------
+
+CACHE_MAGIC = b"kbsolve-kb-cache-v1\n"
+
+
+def _framed(payload: bytes) -> bytes:
+    import hashlib
+    return CACHE_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+@FAST
+@given(st.binary(max_size=300) | st.binary(max_size=300).map(_framed)
+       | st.binary(max_size=300).map(lambda b: CACHE_MAGIC + b))
+def test_cache_reader_takes_any_bytes(data):
+    """A damaged or foreign entry is a miss (and is removed), never an exception."""
+    from kbsolve.dsl.cache import KbCache
+    with tempfile.TemporaryDirectory() as tmp:
+        store = KbCache(Path(tmp))
+        path = store._path("ab" * 32)
+        path.write_bytes(data)
+        value = store.get("ab" * 32)
+        if value is None:
+            assert not path.exists()
+
+
+def test_two_cli_processes_rebuild_a_corrupted_cache_entry(tmp_path):
+    """Two `kbsolve` processes start together on a damaged cache entry: both answer
+    as an undamaged run does, and the entry left behind is whole again."""
+    import subprocess
+    cache = tmp_path / "cache"
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(cache)}
+    command = ["kbsolve", "list", "gpus", "--format", "json"]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    (entry,) = cache.glob("kb-*.pickle")
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    both = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    for proc in both:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and "Traceback" not in err, err
+        assert out == first.stdout
+    (entry,) = cache.glob("kb-*.pickle")
+    from kbsolve.dsl.cache import _unwrap
+    assert _unwrap(entry.read_bytes()) is not None
+    assert not list(cache.glob(".kb-*.tmp"))
