@@ -200,6 +200,16 @@ def render(kb: KnowledgeBase, hoods: list[Neighbourhood], fmt: str) -> str:
     return "\n".join(lines)
 
 
+def _literal(value) -> str:
+    """A value as the rule language writes it."""
+    from fractions import Fraction
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Fraction):
+        return str(value.numerator) if value.denominator == 1 else str(float(value))
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
+
+
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -209,8 +219,10 @@ def _text(kb: KnowledgeBase, hood: Neighbourhood) -> str:
     lines = [f"{kind} {key}"]
     if kind == "option":
         option = kb.options[key]
-        lines[0] += f": {option.type}" + (f" = {option.default!r}"
-                                          if option.default is not None else "")
+        domain = "" if option.domain is None or option.type.kind in ("bool", "enum") else \
+            " [" + ", ".join(_literal(v) for v in option.domain) + "]"
+        lines[0] += f": {option.type}{domain}" + (f" = {_literal(option.default)}"
+                                                   if option.default is not None else "")
         if option.meta.doc:
             lines.append(f"  {option.meta.doc}")
         for emit in option.emits:

@@ -110,3 +110,48 @@ def test_a_broken_pack_hides_no_other_error(tmp_path):
 def test_missing_pack_is_an_error(tmp_path, capsys):
     assert main(["kb", "check", "--kb", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+# ---- docs/authoring.md: the tutorial pack, command by command ----------------------
+
+TUTORIAL = str(Path(ORG).parent / "tutorial_pack")
+
+
+def test_tutorial_pack_checks_and_its_tests_pass(capsys):
+    assert main(["kb", "check", "--kb", TUTORIAL]) == 0
+    assert capsys.readouterr().out.startswith("kb check: ok")
+    results = api.run_kb_tests([TUTORIAL], "tut_")
+    assert len(results) == 4 and all(r.passed for r in results), [r.failures for r in results]
+    assert main(["kb", "fmt", "--check", TUTORIAL]) == 0
+
+
+def test_tutorial_gpu_plans():
+    plan = api.solve({"gpus": "2xRTX-6000-Ada", "model": "qwen3-8b", "timeout": 120},
+                     packs=[TUTORIAL])
+    assert plan.status in ("optimal", "feasible") and plan.gpu == "RTX-6000-Ada"
+
+
+def test_tutorial_model_entry_matches_its_config_json():
+    from kbsolve.catalog import model_from_hf_config
+    read = model_from_hf_config(Path(TUTORIAL, "smollm2-1.7b", "config.json"))
+    entry = api.load_kb([TUTORIAL], use_cache=False).catalog.model("smollm2-1.7b")
+    assert round(read.params_b, 2) == entry.params_b == 1.71
+    for field in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab",
+                  "tied_embeddings", "max_positions", "model_type"):
+        assert getattr(read, field) == getattr(entry, field), field
+
+
+def test_tutorial_option_neighbourhood(capsys):
+    assert main(["kb", "graph", "--option", "ddp_bucket_cap_mb", "--kb", TUTORIAL]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("option llamafactory.ddp_bucket_cap_mb: int [25, 100] = 25\n")
+    assert "  affects memory term:\n    memory:llamafactory.ddp_bucket_in_flight\n" in out
+    assert "  affects speed term:\n    speed:llamafactory.ddp_buckets" in out
+
+
+def test_tutorial_crash_rule_is_in_the_core():
+    plan = api.solve({"gpus": "8xA100-80G-SXM", "model": "qwen2.5-72b",
+                      "set": ["finetuning_type=lora", "quantization_bit=4",
+                              "deepspeed=z3_offload"]}, packs=[TUTORIAL])
+    assert plan.status == "infeasible"
+    assert any("TUT_QLORA_Z3_OFFLOAD" in str(reason) for reason in plan.core)
