@@ -117,7 +117,17 @@ def d(tmp_path_factory) -> Path:
     (root / "pack_catalog_typo" / "catalog").mkdir(parents=True)
     (root / "pack_catalog_typo" / "catalog" / "gpus.yaml").write_text(GPU_NEGATIVE_MEMORY)
     (root / "a_file").write_text("not a folder")
+    for name in ("project_empty", "project_loop", "project_binary", "project_unreadable"):
+        (root / name).mkdir()
+    os.symlink("../project_loop", root / "project_loop" / "self")
+    os.symlink("a", root / "project_loop" / "b")
+    os.symlink("b", root / "project_loop" / "a")
+    (root / "project_binary" / "train.yaml").write_bytes(bytes(range(256)) * 8)
+    (root / "project_binary" / "train.py").write_bytes(b"\xff\xfe\x00import torch")
+    (root / "project_unreadable" / "train.yaml").write_text("stage: sft\n")
+    (root / "project_unreadable").chmod(0)
     yield root
+    (root / "project_unreadable").chmod(0o700)
     unreadable.chmod(0o600)
     (root / "pack_unreadable" / "u.kb").chmod(0o600)
 
@@ -237,6 +247,25 @@ CASES = [
     ("pack_missing_dir", ["kb", "check", "--kb", "{d}/no_such_pack"], 2, "does not exist"),
     ("pack_is_a_file", ["kb", "check", "--kb", "{d}/a_file"], 2, "is not a directory"),
     ("solve_with_missing_pack", Q + ["--kb", "{d}/no_such_pack"], 2, "does not exist"),
+    pytest.param("deep_check_contradiction", ["kb", "check", "--deep", "--kb",
+                                              "{d}/pack_contradiction"], 2,
+                 "contradict each other", marks=pytest.mark.slow),
+    ("kb_fmt_missing_path", ["kb", "fmt", "{d}/no_such.kb"], 2, "no such file"),
+    # --- audit and fix ----------------------------------------------------------------------
+    ("audit_missing_path", ["audit", "{d}/no_such_project"], 2, "no such file or folder"),
+    ("audit_empty_project", ["audit", "{d}/project_empty"], 2, "no training config"),
+    ("audit_symlink_loop", ["audit", "{d}/project_loop"], 2, "no training config"),
+    ("audit_binary_files", ["audit", "{d}/project_binary"], 2, "no training config"),
+    ("audit_unreadable_project", ["audit", "{d}/project_unreadable"], 2, "permission denied"),
+    ("audit_gpus_zero", ["audit", "{d}/project_empty", "--gpus", "0xA100"], 2, "at least 1"),
+    ("audit_gpu_typo", ["audit", "{d}/project_empty", "--gpus", "8xA10O"], 2,
+     "did you mean 'A100'"),
+    ("fix_missing_config", ["fix", "{d}/nope.yaml", "--symptom", "oom"], 2,
+     "no such config file"),
+    ("fix_unknown_symptom", ["fix", "{d}/bad_yaml.yaml", "--symptom", "slowness"], 2,
+     "--symptom"),
+    ("fix_binary_config", ["fix", "{d}/binary.yaml", "--symptom", "oom"], 2, "binary.yaml"),
+    ("fix_directory", ["fix", "{d}/project_empty", "--symptom", "oom"], 2, "project_empty"),
 ]
 
 # Cases that reveal defects in code this table's author does not own; each is
@@ -246,11 +275,15 @@ KNOWN_DEFECTS = {
 }
 
 UNREADABLE = {"config_unreadable": "unreadable.json", "pack_unreadable_file":
-              "pack_unreadable/u.kb"}
+              "pack_unreadable/u.kb", "audit_unreadable_project": "project_unreadable"}
+
+
+def _name(case) -> str:
+    return case.values[0] if hasattr(case, "values") else case[0]
 
 
 def test_the_table_is_large_and_names_are_unique():
-    names = [case[0] for case in CASES]
+    names = [_name(case) for case in CASES]
     assert len(names) >= 40
     assert len(set(names)) == len(names)
 
@@ -270,10 +303,15 @@ def _cache_dir(factory) -> Path:
     return _CACHE[0]
 
 
-@pytest.mark.parametrize("name, argv, code, needle", [
-    pytest.param(*case, id=case[0], marks=[pytest.mark.xfail(
-        reason=KNOWN_DEFECTS[case[0]], strict=True)] if case[0] in KNOWN_DEFECTS else [])
-    for case in CASES])
+def _param(case):
+    if hasattr(case, "values"):  # already a pytest.param (with its own marks)
+        return pytest.param(*case.values, id=case.values[0], marks=case.marks)
+    marks = [pytest.mark.xfail(reason=KNOWN_DEFECTS[case[0]], strict=True)] \
+        if case[0] in KNOWN_DEFECTS else []
+    return pytest.param(*case, id=case[0], marks=marks)
+
+
+@pytest.mark.parametrize("name, argv, code, needle", [_param(case) for case in CASES])
 def test_bad_input(capsys, d, name, argv, code, needle):
     if name in UNREADABLE and _readable_anyway(d / UNREADABLE[name]):
         pytest.skip("running as root: chmod 0 does not make a file unreadable")
