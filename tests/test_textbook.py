@@ -71,7 +71,8 @@ def pytorch_eval(kb, model="llama3-8b", gpus=8, seq_len=2048, **options):
     ev = Evaluator(kb, PT, facts)
 
     def value(table, name):
-        return ev.run(table[f"{PT}.{name}"].expr, assignment)
+        key = f"{PT}.{name}" if f"{PT}.{name}" in table else f"core.{name}"
+        return ev.run(table[key].expr, assignment)
     return value
 
 
@@ -126,3 +127,11 @@ def test_pipeline_bubble(kb, pp, m):
 
 def kb_params(kb, model):
     return int(Fraction(str(kb.catalog.model(model).params_b)) * 1_000_000_000)
+
+
+def test_moe_flops_follow_the_active_parameters(kb):
+    # Qwen3-30B-A3B: about 3.3 billion of its 30.5 billion parameters are active per token.
+    active = pytorch_eval(kb, model="qwen3-30b-a3b")(kb.lets, "active_params")
+    assert 3.0e9 < active < 3.6e9
+    dense = pytorch_eval(kb, model="llama3-8b")
+    assert dense(kb.lets, "active_params") == dense(kb.lets, "params")
