@@ -143,6 +143,20 @@ def space(kb: KnowledgeBase, framework: str, nodes: list[ir.Node]) -> Space:
     return Space(reader, parts, list(found), list(found.values()), incomplete)
 
 
+def through_lets(kb: KnowledgeBase, node: ir.Node, pick, seen: set | None = None) -> set:
+    """pick(n) of every node n below `node`, following lets; None is skipped."""
+    seen = set() if seen is None else seen
+    found = set()
+    for n in ir.walk(node):
+        value = pick(n)
+        if value is not None:
+            found.add(value)
+        if isinstance(n, ir.LetRef) and n.let not in seen:
+            seen.add(n.let)
+            found |= through_lets(kb, kb.lets[n.let].expr, pick, seen)
+    return found
+
+
 def _fields(facts: set[str], group: str) -> list[str]:
     return sorted(f.split(".", 1)[1] for f in facts if f.startswith(group + "."))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import z3
 
 from kbsolve.dsl import ir
-from kbsolve.dsl.kb import KnowledgeBase, Rule
+from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.lint.symbolic import STAND_IN, SymbolicModel
 from kbsolve.solver.optimize import CoreFinder
 

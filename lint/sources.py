@@ -10,7 +10,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from kbsolve.diagnostics import Diagnostic, Span
+from kbsolve.diagnostics import Diagnostic
 from kbsolve.dsl.kb import KnowledgeBase
 
 SHARED_ENV = "KBSOLVE_SHARED_DIR"
@@ -80,6 +80,3 @@ def _has_section(path: str, kind: str, section: str) -> bool:
     else:
         pattern = re.compile(rf"{escaped}")
     return any(pattern.search(line) for line in _lines(path))
-
-
-__all__ = ["broken_sources", "shared_dir", "SHARED_ENV", "Span"]

@@ -10,6 +10,7 @@ from typing import Iterator
 from kbsolve.diagnostics import Diagnostic, KbError, Note
 from kbsolve.dsl import ast, ir
 from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.lint.situations import through_lets
 
 
 def every_formula(kb: KnowledgeBase) -> Iterator[ir.Node]:
@@ -81,7 +82,8 @@ def unemitted_options(kb: KnowledgeBase) -> list[Diagnostic]:
     for emit in kb.emits:
         for node in (emit.value, emit.when):
             if node is not None:
-                written |= _options_through_lets(kb, node)
+                written |= through_lets(
+                    kb, node, lambda n: n.option if isinstance(n, ir.OptionRef) else None)
     for framework in kb.frameworks.values():
         for launch in framework.launches:
             written |= {o.key for o in kb.options_of(framework.name)
@@ -90,15 +92,6 @@ def unemitted_options(kb: KnowledgeBase) -> list[Diagnostic]:
                        o.meta.span, severity="warning", code="no-emit",
                        hint="add: emit main \"key\" (or a static emit that reads it)")
             for key, o in sorted(kb.options.items()) if not o.emits and key not in written]
-
-
-def _options_through_lets(kb: KnowledgeBase, node: ir.Node, seen: set | None = None) -> set:
-    seen = set() if seen is None else seen
-    found = set(ir.options_used(node))
-    for let in ir.lets_used(node) - seen:
-        seen.add(let)
-        found |= _options_through_lets(kb, kb.lets[let].expr, seen)
-    return found
 
 
 def unsourced_options(kb: KnowledgeBase) -> list[Diagnostic]:

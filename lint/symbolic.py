@@ -17,7 +17,7 @@ import z3
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.lint.situations import Space, space
+from kbsolve.lint.situations import Space, space, through_lets
 from kbsolve.solver.compile import Compiler
 from kbsolve.solver.problem import build_problem
 
@@ -153,25 +153,9 @@ class SymbolicModel:
 USER_SHAPES = {"query.seq_len", "query.height", "query.width", "query.frames"}
 
 
-def _facts(kb: KnowledgeBase, node: ir.Node, seen: set | None = None) -> set[str]:
-    seen = set() if seen is None else seen
-    found = set()
-    for n in ir.walk(node):
-        if isinstance(n, ir.FactRef):
-            found.add(n.path)
-        elif isinstance(n, ir.LetRef) and n.let not in seen:
-            seen.add(n.let)
-            found |= _facts(kb, kb.lets[n.let].expr, seen)
-    return found
+def _facts(kb: KnowledgeBase, node: ir.Node) -> set[str]:
+    return through_lets(kb, node, lambda n: n.path if isinstance(n, ir.FactRef) else None)
 
 
-def _options(kb: KnowledgeBase, node: ir.Node, seen: set | None = None) -> set[str]:
-    seen = set() if seen is None else seen
-    found = set()
-    for n in ir.walk(node):
-        if isinstance(n, ir.OptionRef):
-            found.add(n.option)
-        elif isinstance(n, ir.LetRef) and n.let not in seen:
-            seen.add(n.let)
-            found |= _options(kb, kb.lets[n.let].expr, seen)
-    return found
+def _options(kb: KnowledgeBase, node: ir.Node) -> set[str]:
+    return through_lets(kb, node, lambda n: n.option if isinstance(n, ir.OptionRef) else None)
