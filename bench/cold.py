@@ -36,7 +36,7 @@ def timed_runs(cmd: list[str], runs: int, env: dict, budget_s: float) -> dict:
             "exit_codes": sorted(codes)}
 
 
-def measure(runs: int = 10, budget_s: float = 25.0) -> dict:
+def measure(runs: int = 10, budget_s: float = 20.0) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "KBSOLVE_CACHE_DIR": cache}
         subprocess.run(["kbsolve", "kb", "check"], env=env, capture_output=True)  # fill it
