@@ -6,6 +6,7 @@ where the scope is a framework or `core`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -142,9 +143,10 @@ class Rule:
     expr: Node
     meta: Meta
 
-    @property
+    @functools.cached_property
     def constraint(self) -> Node:
-        """The condition that must hold (forbid negated)."""
+        """The condition that must hold (forbid negated); one node per rule, so
+        that caches keyed by node identity hit."""
         from kbsolve.dsl.ir import Op
         from kbsolve.dsl.types import BOOL
         return self.expr if self.kind == "require" else Op("not", (self.expr,), BOOL,

@@ -3,7 +3,9 @@
 The Z3 model must agree with this evaluator; the enumerator, `estimate`, the
 tables in the compiler and the explanations use it directly. Each IR node is
 turned once into a Python closure (cached for the life of the KB), so that
-evaluating many assignments is cheap.
+evaluating many assignments is cheap. An Evaluator also remembers each let's
+value by the values of the options it reads (its facts never change), so a
+let is computed once per distinct projection, not once per assignment.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 
-Env = tuple  # (assignment, facts, memo)
+Env = tuple  # (assignment, facts, memo for this run, store for this evaluator)
 _CLOSURES: dict[int, tuple[ir.Node, Callable]] = {}
+_READS: dict[int, tuple[ir.Node, list[str]]] = {}  # node id -> (node, options it reads)
 
 
 class Evaluator:
@@ -27,9 +30,23 @@ class Evaluator:
         self.kb = kb
         self.framework = framework
         self.facts = facts
+        self.store: dict[tuple, Any] = {}  # (let, values of the options it reads) -> value
 
     def run(self, node: ir.Node, assignment: Mapping[str, Any], memo: dict | None = None):
-        return closure(self.kb, node)((assignment, self.facts, {} if memo is None else memo))
+        env = (assignment, self.facts, {} if memo is None else memo, self.store)
+        return closure(self.kb, node)(env)
+
+    def remembered(self, node: ir.Node, assignment: Mapping[str, Any],
+                   memo: dict | None = None):
+        """run(), remembered by the values of the options the node reads."""
+        reads = _READS.get(id(node))
+        if reads is None or reads[0] is not node:
+            reads = (node, sorted(_options_read(self.kb, node)))
+            _READS[id(node)] = reads
+        slot = (id(node), *[assignment.get(option) for option in reads[1]])
+        if slot not in self.store:
+            self.store[slot] = self.run(node, assignment, memo)
+        return self.store[slot]
 
 
 def closure(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
@@ -84,16 +101,43 @@ def _fact(node: ir.FactRef):
 
 
 def _let(kb: KnowledgeBase, key: str):
-    body: list = []
+    built: list = []  # [body closure, options read]
 
     def get(env):
         memo = env[2]
         if key not in memo:
-            if not body:
-                body.append(closure(kb, kb.lets[key].expr))
-            memo[key] = body[0](env)
+            if not built:
+                built.extend([closure(kb, kb.lets[key].expr), sorted(_let_options(kb, key))])
+            assignment = env[0]
+            slot = (key, *[assignment.get(option) for option in built[1]])
+            store = env[3]
+            if slot not in store:
+                store[slot] = built[0](env)
+            memo[key] = store[slot]
         return memo[key]
     return get
+
+
+def _let_options(kb: KnowledgeBase, key: str) -> set[str]:
+    """The options a let reads, through the lets it reads."""
+    return _options_read(kb, kb.lets[key].expr, {key})
+
+
+def _options_read(kb: KnowledgeBase, root: ir.Node, seen: set | None = None) -> set[str]:
+    used: set[str] = set()
+    seen = set() if seen is None else seen
+    stack = [root]
+    while stack:
+        for node in ir.walk(stack.pop()):
+            if isinstance(node, ir.OptionRef):
+                used.add(node.option)
+            elif isinstance(node, ir.LetRef) and node.let not in seen:
+                seen.add(node.let)
+                stack.append(kb.lets[node.let].expr)
+            elif isinstance(node, ir.MemorySum):
+                stack += [t.expr for t in kb.memory.values() if t.framework == node.framework
+                          and t.level == node.level and t.location == "gpu"]
+    return used
 
 
 def _divide(node: ir.Op, a, b):

@@ -80,3 +80,21 @@ def _rule_reads(problem: Problem) -> dict[str, set[str]]:
                     stack.append(kb.lets[node.let].expr)
         out[f"{rule.framework}.{rule.id}"] = used
     return out
+
+
+def back_to_defaults(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:
+    """Put options back to their defaults, one at a time in name order, wherever
+    the plan stays feasible and equal in time, preferences and memory. Greedy:
+    the final tie-break, which Z3 proved too slow to settle exactly."""
+    best = _key(problem, chosen)
+    if best is None:
+        return chosen
+    for key in sorted(problem.choices):
+        default = problem.kb.options[key].default
+        if key in problem.pinned or chosen[key] == default or default not in problem.choices[key]:
+            continue
+        trial = {**chosen, key: default}
+        trial_key = _key(problem, trial)
+        if trial_key is not None and trial_key[:-1] == best[:-1]:
+            chosen, best = trial, trial_key
+    return chosen

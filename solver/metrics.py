@@ -48,7 +48,7 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     memo: dict = {}
 
     def run(node):
-        return ev.run(node, assignment, memo)
+        return ev.remembered(node, assignment, memo)
 
     broken = [r.framework + "." + r.id for r in problem.items(problem.kb.rules)
               if not run(r.constraint)]

@@ -1,7 +1,8 @@
 """Solve a Problem with Z3: the fastest feasible assignment, or a minimal core.
 
 Objectives, in order: time per unit of work; soft preferences tier by tier;
-device memory; options kept at their defaults.
+device memory (each proven optimal by Z3); then, as a greedy tie-break, options
+put back to their defaults wherever that changes none of the three.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.types import NUM
 
 from kbsolve.solver.compile import Compiler
-from kbsolve.solver.local_search import hill_climb
+from kbsolve.solver.local_search import back_to_defaults, hill_climb
 from kbsolve.solver.metrics import Metrics, full_assignment, measure
 from kbsolve.solver.problem import Problem
 
@@ -58,8 +59,9 @@ class Model:
         return z3.Sum(terms) if terms else self.c._real(0)
 
     def time_per_work(self):
-        """(sum of time terms / work) x (product of factors), built as IR so that
-        each quotient and the product of factors can become a small table."""
+        """(sum of time terms / work) x each factor in turn: every step is a
+        named term split over one factor's small table, never over the values
+        of the whole product."""
         speed = self.p.items(self.p.kb.speed)
         work = self.p.throughput_work
         per_work = []
@@ -70,13 +72,10 @@ class Model:
             per_work.append(self.c.num(node))
         total = self.c.named(z3.Sum(per_work) if per_work else self.c._real(0))
         factors = [t.expr for t in speed if t.kind == "factor"]
-        if not factors:
-            return total
-        product = factors[0]
-        for factor in factors[1:]:
-            product = ir.Op("*", (product, factor), NUM, factor.span)
-        self._keep = product  # the compiler memoises by id: keep the node alive
-        return self.c._split(product, lambda v: total * self.c._real(v))
+        for factor in factors:  # a chain: each step splits over one factor's table
+            previous = self.c.named(total)
+            total = self.c._split(factor, lambda v, previous=previous: previous * self.c._real(v))
+        return total
 
     def preference_scores(self) -> dict[int, Any]:
         tiers: dict[int, list] = {}
@@ -87,10 +86,18 @@ class Model:
             tiers.setdefault(pref.tier, []).append(score)
         return {tier: z3.Sum(scores) for tier, scores in sorted(tiers.items())}
 
-    def defaults_kept(self):
-        kept = [z3.If(self.c.equals(k, self.p.kb.options[k].default), 1, 0)
-                for k in self.p.choices if self.p.kb.options[k].default in self.p.choices[k]]
-        return z3.Sum(kept) if kept else z3.IntVal(0, self.c.ctx)
+
+class Objective:
+    """A term to minimise or maximise, and how to demand a better or an equal value."""
+
+    def __init__(self, sense: str, term):
+        self.sense, self.term = sense, term
+
+    def better(self, value):
+        return self.term < value if self.sense == "min" else self.term > value
+
+    def at_least_as_good(self, value):
+        return self.term <= value if self.sense == "min" else self.term >= value
 
 
 def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) -> Outcome:
@@ -99,9 +106,9 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
     is unsatisfiable, fix the objective at its best value and go to the next."""
     deadline = time.monotonic() + timeout_ms / 1000
     model = Model(problem)
-    objectives = [("min", model.time_per_work())]
-    objectives += [("max", score) for _, score in model.preference_scores().items()]
-    objectives += [("min", model.memory), ("max", model.defaults_kept())]
+    objectives = [Objective("min", model.time_per_work())]
+    objectives += [Objective("max", score) for _, score in model.preference_scores().items()]
+    objectives += [Objective("min", model.memory)]
     solver = z3.Solver(ctx=model.c.ctx)
     solver.set("random_seed", SEED)
     for constraint in model.c.domain_constraints():
@@ -118,22 +125,22 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
         return Outcome("unknown", model=model)
     best = _polished(problem, model, solver, solver.model(), deadline)
     complete = True
-    for sense, term in objectives:
-        value = best.eval(term, model_completion=True)
+    for objective in objectives:
+        value = best.eval(objective.term, model_completion=True)
         solver.push()
         while True:
-            solver.add(term < value if sense == "min" else term > value)
+            solver.add(objective.better(value))
             result = _check(solver, deadline)
             if result != z3.sat:
                 complete = complete and result == z3.unsat
                 break
             best = _polished(problem, model, solver, solver.model(), deadline)
-            value = best.eval(term, model_completion=True)
+            value = best.eval(objective.term, model_completion=True)
         solver.pop()
-        solver.add(term <= value if sense == "min" else term >= value)
+        solver.add(objective.at_least_as_good(value))
         if not complete:
             break
-    chosen = model.c.decode(best)
+    chosen = back_to_defaults(problem, model.c.decode(best))
     metrics = measure(problem, full_assignment(problem, chosen))
     return Outcome("optimal" if complete else "feasible", chosen, metrics, model=model)
 

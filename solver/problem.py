@@ -3,6 +3,7 @@ the facts, and the constraints and terms that apply."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -25,8 +26,9 @@ class Problem:
     pinned: dict[str, Any] = field(default_factory=dict)
     budget_bytes: Fraction = Fraction(0)
 
-    @property
+    @functools.cached_property
     def evaluator(self) -> Evaluator:
+        """One evaluator per problem, so that its let store is shared."""
         return Evaluator(self.kb, self.framework, self.facts)
 
     def items(self, table: dict) -> list:
