@@ -26,8 +26,8 @@ SECTIONS = {
 
 
 def run_sections() -> dict:
-    results: dict = {"machine": describe(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                  time.gmtime())}
+    results: dict = {"machine": describe(), "commit": _commit(),
+                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     started = time.perf_counter()
     for name, measure in SECTIONS.items():
         start = time.perf_counter()
@@ -38,6 +38,20 @@ def run_sections() -> dict:
         results[name]["section_s"] = round(time.perf_counter() - start, 1)
     results["total_s"] = round(time.perf_counter() - started, 1)
     return results
+
+
+def _commit() -> str | None:
+    """The checkout's commit, and whether files were changed on top of it."""
+    import subprocess
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here,
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=here, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (rev + ("+changes" if dirty.strip() else "")) if rev else None
 
 
 def _get(data: dict, *path, default=None):
