@@ -209,8 +209,8 @@ FACT_SCHEMAS: dict[str, type[BaseModel]] = {
     "gpu": GpuSpec, "model": ModelSpec, "network": NetworkSpec, "query": QueryFacts,
 }
 
-# Bookkeeping fields that are never facts. `name` is one (a pack may say "H20 only").
-_NOT_FACTS = frozenset({"aliases", "alias_note", "source", "notes", "text_encoders"})
+# Bookkeeping fields that are never facts.
+_NOT_FACTS = frozenset({"name", "aliases", "alias_note", "source", "notes", "text_encoders"})
 
 FactType = typing.Union[str, tuple]
 

@@ -31,6 +31,19 @@ def test_org_pack_tests_pass():
     assert all(r.passed for r in results), [r.failures for r in results]
 
 
+def test_org_h20_rule_admits_exactly_the_h20():
+    """The rule names no GPU; it must still single the H20 out of the catalog."""
+    from kbsolve.solver.evaluate import Evaluator
+    from kbsolve.solver.facts import collect_facts
+    kb = api.load_kb([ORG], use_cache=False)
+    rule = kb.rules["llamafactory.ORG_H20_ONLY"]
+    model = kb.catalog.model("qwen3-8b")
+    admitted = [gpu.name for gpu in kb.catalog.gpus.values()
+                if Evaluator(kb, "llamafactory", collect_facts(kb, gpu, model, {})).run(
+                    rule.expr, {})]
+    assert admitted == ["H20"]
+
+
 def test_org_pack_rules_are_all_tested():
     rows = {row.kind: row for row in api.coverage_report([ORG])}
     assert not [k for k, _ in rows["hard rules"].untested if ".ORG_" in k]
