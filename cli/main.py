@@ -39,7 +39,8 @@ EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown
 @click.version_option(package_name="kbsolve")
 @click.pass_context
 def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-        headroom, fmt, packs, objective, top, timeout, solver, explain_option, emit_dir):
+        headroom, host_ram, fmt, packs, objective, top, timeout, solver, explain_option,
+        emit_dir):
     """Plan LLM and diffusion training runs that fit your GPUs and run fast.
 
     kbsolve --gpus 8xA100 --model wan14b
@@ -52,7 +53,7 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
     from kbsolve import api
     from kbsolve.cli.render import render
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
-                          pins, headroom)
+                          pins, headroom, host_ram)
     fields.update(objective=objective, top=top, timeout=timeout)
     plan = api.solve(fields, packs=list(packs), solver=solver)
     if explain_option:
@@ -70,12 +71,12 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
 @cli.command("estimate")
 @query_options
 def estimate_command(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-                     headroom, fmt, packs):
+                     headroom, host_ram, fmt, packs):
     """Memory and speed of one configuration (unset options at their defaults)."""
     from kbsolve import api
     from kbsolve.cli.render import render
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
-                          (), headroom)
+                          (), headroom, host_ram)
     settings = {}
     for text in pins:
         key, sep, value = text.partition("=")

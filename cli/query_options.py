@@ -24,6 +24,8 @@ def query_options(fn):
                      help="Pin an option (repeatable)."),
         click.option("--headroom", type=float, default=0.10, show_default=True,
                      help="Fraction of GPU memory kept free."),
+        click.option("--host-ram", type=click.FloatRange(min=0, min_open=True), default=None,
+                     metavar="GIB", help="CPU RAM per node; offloading plans must fit it."),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
                      show_default=True),
         click.option("--kb", "packs", multiple=True, type=click.Path(),
@@ -33,7 +35,7 @@ def query_options(fn):
 
 
 def query_fields(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-                 headroom) -> dict:
+                 headroom, host_ram=None) -> dict:
     from kbsolve.diagnostics import Diagnostic, KbError
     if not gpus:
         raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100)"))
@@ -43,4 +45,4 @@ def query_fields(gpus, model, framework, task, network, seq_len, resolution, fra
         raise KbError(Diagnostic(f"--headroom {headroom}: give a fraction from 0 to below 1"))
     return dict(gpus=gpus, model=model, framework=framework, task=task, network=network,
                 seq_len=seq_len, resolution=resolution, frames=frames, set=list(pins),
-                headroom=headroom)
+                headroom=headroom, host_ram=host_ram)

@@ -91,8 +91,15 @@ def _memory(m: dict) -> list[str]:
         bar = "█" * max(int(round(item["gib"] / scale * BAR)), 0)
         out.append(f"  {item['term'][:22].ljust(22)} {item['gib']:8.2f} GiB {bar}")
     if m["host_gib"]:
-        out.append(f"  host RAM: {m['host_gib']:.2f} GiB")
+        node = m.get("host_node_gib") or m["host_gib"]
+        budget = m.get("host_budget_gib")
+        limit = f" of {budget:.2f} GiB (--host-ram)" if budget is not None else \
+            " (not checked: pass --host-ram GIB)"
+        out.append(f"  host RAM: {m['host_gib']:.2f} GiB per GPU process, "
+                   f"{node:.2f} GiB per node{limit}")
     out.append("  fits" if m["fits"] else "  DOES NOT FIT")
+    if not m.get("host_fits", True):
+        out.append("  HOST RAM DOES NOT FIT")
     return out
 
 

@@ -33,10 +33,15 @@ class Metrics:
         return self.levels["device"] <= self.budget
 
     budget: Fraction = Fraction(0)
+    host_budget: Fraction | None = None
+
+    @property
+    def host_fits(self) -> bool:
+        return self.host_budget is None or sum(self.host.values(), Fraction(0)) <= self.host_budget
 
     @property
     def feasible(self) -> bool:
-        return not self.broken and not self.irrelevant_changed and self.fits
+        return not self.broken and not self.irrelevant_changed and self.fits and self.host_fits
 
 
 def full_assignment(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +96,7 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     metrics = Metrics(broken, irrelevant, memory, host, levels, times, factors, step, work, tpw,
                       prefs, warnings, defaults)
     metrics.budget = problem.budget_bytes
+    metrics.host_budget = problem.host_budget_bytes
     return metrics
 
 

@@ -52,6 +52,11 @@ class Model:
         self.memory = self._memory_total()
         budget = self.c._real(problem.budget_bytes)
         self.parts["memory:fit"] = self.memory <= budget
+        if problem.host_budget_bytes is not None:
+            host = [self.c.num(t.expr) for t in problem.items(problem.kb.memory)
+                    if t.location == "host"]
+            self.parts["memory:host_fit"] = z3.Sum(host or [self.c._real(0)]) <= \
+                self.c._real(problem.host_budget_bytes)
 
     def _memory_total(self):
         terms = [self.c.num(t.expr) for t in self.p.items(self.p.kb.memory)

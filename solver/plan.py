@@ -49,6 +49,9 @@ class Memory(BaseModel):
     gpu_gib: float
     headroom: float
     host_gib: float
+    host_node_gib: float = Field(default=0, description="host RAM per node: host_gib x GPUs per node")
+    host_budget_gib: float | None = Field(default=None, description="--host-ram, per node")
+    host_fits: bool = True
     fits: bool
     breakdown: list[MemoryItem]
 

@@ -25,6 +25,7 @@ class Problem:
     choices: dict[str, tuple]  # option key -> candidate values
     pinned: dict[str, Any] = field(default_factory=dict)
     budget_bytes: Fraction = Fraction(0)
+    host_budget_bytes: Fraction | None = None  # CPU RAM per GPU process, when known
 
     @functools.cached_property
     def evaluator(self) -> Evaluator:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,7 @@ class Query(BaseModel):
     set: list[str] = Field(default_factory=list, description="pins, key=value")
     objective: Literal["speed", "memory"] = "speed"
     headroom: float = Field(default=0.10, ge=0, lt=1)
+    host_ram: float | None = Field(default=None, gt=0, description="CPU RAM per node, GiB")
     top: int = Field(default=2, ge=0, le=10)
     timeout: float = Field(default=10.0, gt=0)
 
@@ -73,7 +75,10 @@ def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
     elif task_option:
         option = kb.options[f"{framework}.{task_option}"]
         pins.setdefault(option.key, option.default)
-    return Resolved(query, build_problem(kb, framework, facts, pins), gpu, model, network, notes)
+    problem = build_problem(kb, framework, facts, pins)
+    if query.host_ram is not None:  # host terms are per GPU process
+        problem.host_budget_bytes = Fraction(str(query.host_ram)) * 2**30 / per_node
+    return Resolved(query, problem, gpu, model, network, notes)
 
 
 def _query_facts(query: Query, nodes: int, per_node: int) -> dict[str, Any]:

@@ -58,7 +58,12 @@ def memory(problem: Problem, metrics: Metrics) -> Memory:
     return Memory(per_gpu_gib=PerGpu(**{k: gib(v) for k, v in metrics.levels.items()}),
                   budget_gib=gib(problem.budget_bytes), gpu_gib=gib(gpu_bytes),
                   headroom=float(headroom), host_gib=gib(sum(metrics.host.values(), Fraction(0))),
-                  fits=metrics.fits, breakdown=items)
+                  fits=metrics.fits, breakdown=items,
+                  host_node_gib=gib(sum(metrics.host.values(), Fraction(0))
+                                    * problem.facts.get("query.gpus_per_node", 1)),
+                  host_budget_gib=None if problem.host_budget_bytes is None else gib(
+                      problem.host_budget_bytes * problem.facts.get("query.gpus_per_node", 1)),
+                  host_fits=metrics.host_fits)
 
 
 def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Speed:

@@ -81,6 +81,11 @@ def _core(problem, core: list[str]) -> list[Reason]:
             option = problem.kb.options[name]
             reasons.append(Reason(rule=f"when:{option.name}", location=str(option.meta.span),
                                   detail=f"{option.name} only applies in some configs"))
+        elif kind == "memory" and name == "host_fit":
+            per_node = problem.facts.get("query.gpus_per_node", 1)
+            gib = report.gib(problem.host_budget_bytes * per_node)
+            reasons.append(Reason(rule="memory:host_fit", detail=f"the CPU RAM per node must "
+                                                                 f"fit {gib} GiB (--host-ram)"))
         else:
             gib = report.gib(problem.budget_bytes)
             reasons.append(Reason(rule="memory:fit", detail=f"the memory per GPU must fit "

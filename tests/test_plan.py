@@ -166,3 +166,18 @@ def test_top_level_api():
     assert plan.status == "optimal"
     estimate = kbsolve.estimate({"gpus": "1xH100", "model": "qwen3-8b"}, {"lora_rank": "16"})
     assert estimate.memory.fits and estimate.config["lora_rank"] == 16
+
+
+def test_host_ram_bounds_offloading_plans(kb):
+    query = {"gpus": "8xA100", "model": "qwen3-8b", "top": 0,
+             "set": ["finetuning_type=full", "deepspeed=z3_offload"]}
+    roomy = api.solve(query, kb)
+    assert roomy.status == "optimal" and roomy.memory.host_gib > 1
+    assert roomy.memory.host_budget_gib is None  # not checked without --host-ram
+    tight = api.solve({**query, "host_ram": 1}, kb)
+    assert tight.status == "infeasible"
+    assert "memory:host_fit" in [r.rule for r in tight.core]
+    per_node = roomy.memory.host_node_gib
+    assert per_node == pytest.approx(8 * roomy.memory.host_gib, abs=0.1)
+    enough = api.solve({**query, "host_ram": per_node + 1}, kb)
+    assert enough.status == "optimal" and enough.memory.host_fits
