@@ -42,12 +42,16 @@ def _table(d: dict) -> str:
         out.append("\nThis configuration breaks rules:")
         out += [f"  - {_reason(r)}" for r in d["broken"]]
     out.append("\nConfig:")
-    width = max(len(k) for k in d["config"]) if d["config"] else 0
     kinds = {c["key"]: c for c in d.get("explanation", [])}
-    for key, value in d["config"].items():
+    shown = {k: v for k, v in d["config"].items() if _worth_showing(kinds.get(k), v)}
+    width = max(len(k) for k in shown) if shown else 0
+    for key, value in shown.items():
         choice = kinds.get(key)
         why = f"  [{choice['kind']}] {_short(choice)}" if choice else ""
         out.append(f"  {key.ljust(width)}  {json.dumps(value, ensure_ascii=False)}{why}")
+    hidden = len(d["config"]) - len(shown)
+    if hidden:
+        out.append(f"  ... and {hidden} more at their defaults (--format yaml lists all)")
     out += _memory(d["memory"])
     out += _speed(d["speed"])
     if d.get("warnings"):
@@ -62,6 +66,18 @@ def _table(d: dict) -> str:
     if d.get("launch"):
         out.append(f"\nLaunch: {d['launch']}")
     return "\n".join(out)
+
+
+def _worth_showing(choice: dict | None, value) -> bool:
+    """Decided options always; facts when they carry a value (a model id, a
+    length); settings nobody decided are summarised in one line."""
+    if choice is None:  # an estimate: no explanations, every option shown
+        return True
+    if choice["kind"] == "default":
+        return False
+    if choice["kind"] == "fact":
+        return not isinstance(value, bool) and value not in ("", 0, None)
+    return True
 
 
 def _short(choice: dict) -> str:
