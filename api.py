@@ -156,12 +156,13 @@ def fix(config: str, symptom: str, gpus: str | None = None, kb: KnowledgeBase | 
     return fix_config(kb or load_kb(packs), config, symptom, gpus, write)
 
 
-def deep_check(packs: list[str] | None = None):
+def deep_check(packs: list[str] | None = None, kb: KnowledgeBase | None = None):
     """`kb check --deep`: contradictions, dead values and rules, redundant rules,
-    unused lets and defs, unwritten options, broken sources (lint/deep.py)."""
+    unused lets and defs, unwritten options, broken sources (lint/deep.py).
+    `kb`: the already loaded KB of these packs."""
     from kbsolve.dsl.load import kb_roots
     from kbsolve.lint.deep import deep_check as run
-    return run(load_kb(packs, use_cache=False), kb_roots(packs))
+    return run(kb or load_kb(packs, use_cache=False), kb_roots(packs))
 
 
 def kb_graph(what: str, name: str, fmt: str = "text", framework: str | None = None,

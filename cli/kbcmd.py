@@ -30,7 +30,7 @@ def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
     if not deep:
         return EXIT_OK
     from kbsolve.diagnostics import EXIT_USAGE, SourceCache
-    report = api.deep_check(list(packs))
+    report = api.deep_check(list(packs), knowledge)
     sources = SourceCache()
     for diagnostic in report.diagnostics:
         click.echo(diagnostic.render(sources))
