@@ -66,6 +66,14 @@ rule PL_BAD_SOURCE: forbid use_unsloth and fp8 {
   because "planted: points at a seed section that does not exist"
   source "seed:002#ZZ"
 }
+
+check PL_CHECK in A "Planted" "种植" {
+  points 1
+  priority P2
+  enabled stage == "dpo"
+  recommend stage = "dpo"
+  source "seed:002#A"
+}
 """
 
 
@@ -112,6 +120,13 @@ def test_dead_rule_and_silent_warning(dead_report):
     assert dead[0].span.file.endswith("planted.kb")
     silent = [d for d in by_code(dead_report, "silent-warning") if "PL_" in d.message]
     assert [(d.message.split(" ")[1], d.span.line) for d in silent] == [("PL_SILENT", 19)]
+
+
+def test_checklist_item_recommending_a_dead_value(dead_report):
+    found = [d for d in by_code(dead_report, "dead-recommendation") if "PL_CHECK" in d.message]
+    assert [d.span.line for d in found] == [44]
+    assert sorted(n.message.split(" ")[1] for n in found[0].notes) == \
+        ["PL_DEAD_VALUE", "PL_DEAD_VALUE_2"]
 
 
 def test_redundant_rule_names_the_rule_that_implies_it(dead_report):
