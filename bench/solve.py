@@ -51,7 +51,8 @@ def versus_enumerator(cases: int = 40, sample: int = 1000, budget_s: float = 30.
     return {"small_space_cases": done, "agreement_pct": round(100 * agree / done, 1),
             "small_space_z3_ms_total": round(z3_time * 1000), "small_space_enumerator_ms_total":
             round(brute_time * 1000), "small_space_speedup_x": round(brute_time / z3_time, 2),
-            "full_space_size": space, "enumerator_us_per_assignment": round(per_assignment * 1e6, 1),
+            "full_space_size": space,
+            "enumerator_us_per_assignment": round(per_assignment * 1e6, 1),
             "full_space_enumerator_s_extrapolated": round(space * per_assignment),
             "full_space_z3_s": round(full_z3, 3), "full_space_z3_status": full_status,
             "full_space_speedup_x": round(space * per_assignment / full_z3)}
