@@ -28,7 +28,7 @@ def _start(seed: int, cache: str) -> subprocess.Popen:
     return subprocess.Popen(QUERY, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
-def measure(runs: int = 20, budget_s: float = 60.0, parallel: int = 2) -> dict:
+def measure(runs: int = 20, budget_s: float = 50.0, parallel: int = 2) -> dict:
     digests, codes, done = set(), set(), 0
     before = kb_fingerprint()
     with tempfile.TemporaryDirectory() as cache:
