@@ -30,7 +30,14 @@ def deep_check(kb: KnowledgeBase, roots: list[Path]) -> DeepReport:
     report = DeepReport()
     dead_values: dict[str, list[Note]] = {}
     for framework in sorted(kb.frameworks):
-        solved = check_framework(kb, framework)
+        try:
+            solved = check_framework(kb, framework)
+        except Exception as error:  # a formula the analysis cannot take: say so, go on
+            report.diagnostics.append(Diagnostic(
+                f"could not analyse {framework} with the solver: {type(error).__name__}: "
+                f"{error}", kb.frameworks[framework].meta.span, severity="warning",
+                code="not-analysed"))
+            continue
         report.situations[framework] = solved.situations
         if solved.incomplete:
             report.notes.append(f"{framework}: {solved.incomplete} GPU x model combinations "

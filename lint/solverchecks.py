@@ -55,6 +55,9 @@ def check_framework(kb: KnowledgeBase, framework: str) -> SolverReport:
     model = SymbolicModel(kb, framework)
     report = SolverReport(framework, situations=len(model.space.rows),
                           incomplete=model.space.incomplete)
+    if not model.space.rows:
+        report.skipped.append(f"{framework}: no catalog GPU and model to check it against")
+        return report
     report.skipped += [f"{name} (not compiled: {why})" for name, why in model.failed.items()]
     report.skipped += [f"{name} (reads an option the solver never decides)"
                        for name in model.unpinned]
@@ -106,13 +109,18 @@ def check_framework(kb: KnowledgeBase, framework: str) -> SolverReport:
 
 
 def _forbids_outright(model: SymbolicModel, core: list[str], value_key: str) -> bool:
-    """One rule that names the option and forbids the value on purpose (a value the
-    framework accepts but that must not be used)."""
+    """One forbid rule that names the option and the value on purpose
+    (`forbid deepspeed == "zero3"`: a value the framework accepts but that must
+    not be used). `forbid deepspeed != "none"` names no killed value: reported."""
     if len(core) != 1 or core[0] not in model.rules:
         return False
     rule, _ = model.rules[core[0]]
-    option = value_key.split("=", 1)[0]
-    return rule.kind == "forbid" and option in ir.options_used(rule.expr)
+    option, value = value_key.split("=", 1)
+    if rule.kind != "forbid" or option not in ir.options_used(rule.expr):
+        return False
+    if model.kb.options[option].type.kind == "bool":
+        return True
+    return any(isinstance(n, ir.Const) and repr(n.value) == value for n in ir.walk(rule.expr))
 
 
 class _Asker:

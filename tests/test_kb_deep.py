@@ -67,6 +67,11 @@ rule PL_BAD_SOURCE: forbid use_unsloth and fp8 {
   source "seed:002#ZZ"
 }
 
+rule PL_TYPO: forbid quantization_method != "bnb" {
+  because "planted: an over-broad condition (meant ==) kills every other method"
+  source "seed:002#A"
+}
+
 check PL_CHECK in A "Planted" "种植" {
   points 1
   priority P2
@@ -110,6 +115,12 @@ def test_dead_value_names_the_option_and_the_rule(dead_report):
         ["PL_DEAD_VALUE", "PL_DEAD_VALUE_2"]
 
 
+def test_an_over_broad_forbid_kills_values_it_does_not_name(dead_report):
+    found = [d for d in by_code(dead_report, "dead-value") if "'quantization_method'" in d.message]
+    assert len(found) >= 2 and "'bnb'" not in str([d.message for d in found])
+    assert all([n.message.split(" ")[1] for n in d.notes] == ["PL_TYPO"] for d in found)
+
+
 def test_forbidding_a_value_by_name_is_not_a_dead_value(dead_report):
     assert not [d for d in by_code(dead_report, "dead-value") if "'kto'" in d.message]
 
@@ -124,7 +135,7 @@ def test_dead_rule_and_silent_warning(dead_report):
 
 def test_checklist_item_recommending_a_dead_value(dead_report):
     found = [d for d in by_code(dead_report, "dead-recommendation") if "PL_CHECK" in d.message]
-    assert [d.span.line for d in found] == [44]
+    assert [d.span.line for d in found] == [49]
     assert sorted(n.message.split(" ")[1] for n in found[0].notes) == \
         ["PL_DEAD_VALUE", "PL_DEAD_VALUE_2"]
 
