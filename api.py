@@ -40,8 +40,13 @@ def listing(kb: KnowledgeBase, what: str, framework: str | None = None) -> list[
     builders = {"options": (kb.options, _option_row), "rules": (kb.rules, _rule_row),
                 "checks": (kb.checks, _check_row)}
     table, build = builders[what]
-    return [build(item) for item in table.values()
+    rows = [build(item) for item in table.values()
             if framework is None or item.framework == framework]
+    if what == "checks":  # each item's category maximum (the seeds' x/58 tables)
+        for row in rows:
+            category = kb.categories.get(f"{row['framework']}.{row['category']}")
+            row["category_points"] = category.points if category else None
+    return rows
 
 
 def _option_row(o) -> dict:
