@@ -46,4 +46,4 @@ def test_a_thousand_files_audit_quickly(tmp_path):
     report, _ = api.audit(str(project), kb=kb)
     elapsed = time.perf_counter() - started
     assert report.files == 1000 and len(report.units) == 20
-    assert elapsed < 5.0, f"{elapsed:.2f} s"
+    assert elapsed < 15.0, f"{elapsed:.2f} s"  # a guard against blow-ups; bench/ measures
