@@ -14,7 +14,7 @@ from typing import Any
 from kbsolve.solver.metrics import Metrics, measure, sort_key
 from kbsolve.solver.problem import Problem
 
-DECIDING_KINDS = ("speed", "memory", "preference")
+DECIDING_KINDS = ("speed", "memory", "preference", "optimum")
 
 
 def runner_ups(problem: Problem, assignment: dict[str, Any], deciding: list[str],

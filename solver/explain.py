@@ -62,11 +62,12 @@ def _decided(problem: Problem, finder: CoreFinder, option, value, assignment, me
         return Choice(**base, kind="forced", reasons=rules or [Reason(
             rule=option.key, detail="no other value is allowed")])
     best_key = sort_key(metrics)
-    slower, too_big, worse_pref, same = [], [], [], []
+    slower, too_big, worse_pref, same, coupled = [], [], [], [], []
     for alt in open_:
-        neighbour = measure(problem, {**assignment, option.key: alt})
+        neighbour = measure(problem, _settled(problem, {**assignment, option.key: alt}))
         if neighbour.broken or neighbour.irrelevant_changed:
-            continue  # possible only with other changes; the optimum already weighed it
+            coupled.append((alt, neighbour))  # possible only with other changes
+            continue
         if not neighbour.fits:
             too_big.append((alt, neighbour))
         elif neighbour.time_per_work > metrics.time_per_work:
@@ -103,11 +104,31 @@ def _decided(problem: Problem, finder: CoreFinder, option, value, assignment, me
                 rule="memory", detail=f"as fast as {option.name}={plain(alt)} and "
                                       f"{saved:.2f} GiB smaller (ties go to lower memory)")]
                 + _grown_terms(problem, metrics, n))
+    if coupled and not same:
+        alt, n = coupled[0]
+        needs = ", ".join(r.split(".", 1)[1] for r in n.broken) or "an option's 'when'"
+        return Choice(**base, kind="optimum", reasons=[Reason(
+            rule="optimum", detail=f"{option.name}={plain(alt)} needs other changes too "
+                                   f"(alone it breaks {needs}); Z3 weighed every such plan "
+                                   f"and this one is fastest")] + rules)
     detail = "nothing depends on it" if value == option.default else \
         "as fast and as small as the alternatives; kept by the tie-breaks"
     return Choice(**base, kind="default", reasons=[Reason(rule=option.key, detail=detail,
                                                           source=option.meta.source,
                                                           location=str(option.meta.span))])
+
+
+def _settled(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:
+    """Options whose `when` no longer holds go back to their defaults, as they
+    would in any plan (LoRA's rank under full fine-tuning)."""
+    ev = problem.evaluator
+    settled = dict(assignment)
+    for other in problem.options:
+        if other.when is not None and other.key in problem.choices \
+                and other.key not in problem.pinned and settled[other.key] != other.default \
+                and not ev.run(other.when, settled):
+            settled[other.key] = other.default
+    return settled
 
 
 def _option_refs(node) -> set[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from kbsolve.diagnostics import KbError
 from kbsolve.solver.problem import Problem
 
 LEVELS = ("allocated", "reserved", "device")
@@ -90,7 +91,7 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
             pref.weight * Fraction(value)
         prefs[pref.tier] = prefs.get(pref.tier, Fraction(0)) + score
     warnings = [f"{w.framework}.{w.id}" for w in problem.items(problem.kb.warnings)
-                if run(w.expr)]
+                if _fires(run, w.expr)]
     defaults = sum(1 for key in problem.choices
                    if assignment[key] == problem.kb.options[key].default)
     metrics = Metrics(broken, irrelevant, memory, host, levels, times, factors, step, work, tpw,
@@ -98,6 +99,16 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     metrics.budget = problem.budget_bytes
     metrics.host_budget = problem.host_budget_bytes
     return metrics
+
+
+def _fires(run, expr) -> bool:
+    """A warning about a fact this model lacks (a user spec without hf_id) stays silent."""
+    try:
+        return bool(run(expr))
+    except KbError as error:
+        if all(d.code == "missing-fact" for d in error.diagnostics):
+            return False
+        raise
 
 
 def sort_key(metrics: Metrics) -> tuple:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 Status = Literal["optimal", "feasible", "infeasible", "unknown"]
-Kind = Literal["forced", "speed", "memory", "preference", "default", "pinned", "fact"]
+Kind = Literal["forced", "speed", "memory", "preference", "optimum", "default", "pinned", "fact"]
 
 
 class Reason(BaseModel):
