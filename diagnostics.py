@@ -7,6 +7,9 @@ Every user-facing error in kbsolve is a `Diagnostic`; a failing step raises
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import difflib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -155,3 +158,17 @@ class DiagnosticSink:
 def _order(d: Diagnostic) -> tuple:
     s = d.span or Span("")
     return (s.file, s.line, s.col, d.message)
+
+
+DEEPEST = 20000  # Python frames allowed while building and checking a file's AST
+
+
+@contextlib.contextmanager
+def deep_recursion():
+    """Long `and` chains nest one level per term; allow them room."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, DEEPEST))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kbsolve.diagnostics import EXIT_USAGE, KbError
+from kbsolve.diagnostics import EXIT_USAGE, KbError, deep_recursion
 
 
 def fail(error: KbError) -> int:
@@ -16,7 +16,8 @@ def fail(error: KbError) -> int:
 
 def guarded(command: click.Command, argv: list[str]) -> int:
     try:
-        result = command.main(args=argv, prog_name="kbsolve", standalone_mode=False)
+        with deep_recursion():  # long rule chains compile and evaluate recursively
+            result = command.main(args=argv, prog_name="kbsolve", standalone_mode=False)
     except KbError as error:
         return fail(error)
     except click.exceptions.Abort:

@@ -12,7 +12,8 @@ from fractions import Fraction
 import networkx as nx
 
 from kbsolve.catalog.schema import fact_field_type, fact_fields
-from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
+from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span,
+                                  deep_recursion, did_you_mean)
 from kbsolve.dsl import ast, clauses, ir, kb
 from kbsolve.dsl.resolve import (BUILTINS, ERROR, FACT_PREFIXES, MEMORY_LEVELS, Context, Resolver,
                                  Symbols)
@@ -28,7 +29,13 @@ UNKNOWN_KEY_MODES = ("ignore", "error")
 def check(modules: list[ast.Module], sink: DiagnosticSink, *, partial: bool = False,
           extra_given: tuple[str, ...] = ()) -> kb.KnowledgeBase:
     """`partial`: some files failed to parse; skip errors their absence would cause."""
-    return _Checker(modules, sink, extra_given, partial).run()
+    try:
+        with deep_recursion():
+            return _Checker(modules, sink, extra_given, partial).run()
+    except RecursionError:
+        file = modules[-1].file if modules else ""
+        raise KbError(Diagnostic("an expression nests too deeply to check; split long "
+                                 "chains into lets", Span(file, 1, 1), code="too-deep")) from None
 
 
 def _has_numbers(expr) -> bool:

@@ -119,8 +119,19 @@ def _rule_files(roots: list[Path]) -> tuple[list[tuple[str, str]], DiagnosticSin
         if not root.is_dir():
             sink.error(f"rule pack '{root}' is not a directory", Span(str(root)), code="no-pack")
             continue
-        for path in sorted(root.rglob("*.kb")):
-            real = path.resolve()
+        try:
+            paths = sorted(root.rglob("*.kb"))
+        except (OSError, RuntimeError) as error:  # a symlink loop, an unreadable folder
+            sink.error(f"rule pack '{root}': cannot list its files ({error})", Span(str(root)),
+                       code="no-pack")
+            continue
+        for path in paths:
+            try:
+                real = path.resolve(strict=True)
+            except (OSError, RuntimeError) as error:
+                sink.error(f"cannot read rule file '{path}' ({error})", Span(str(path)),
+                           code="unreadable")
+                continue
             if real in seen:
                 continue
             seen[real] = str(path)

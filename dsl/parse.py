@@ -9,7 +9,7 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
                              UnexpectedToken, VisitError)
 
-from kbsolve.diagnostics import Diagnostic, KbError, Span
+from kbsolve.diagnostics import DEEPEST, Diagnostic, KbError, Span, deep_recursion
 from kbsolve.dsl import ast
 from kbsolve.dsl.grammar import grammar_text
 
@@ -44,7 +44,12 @@ def parse_module(text: str, file: str) -> ast.Module:
     except UnexpectedInput as exc:
         raise KbError(_syntax_error(exc, text, file)) from None
     try:
-        return _Builder(file).transform(tree)
+        with deep_recursion():
+            return _Builder(file).transform(tree)
+    except RecursionError:
+        raise KbError(Diagnostic(f"this file nests expressions more than about "
+                                 f"{DEEPEST // 8} levels deep; split long chains into lets",
+                                 Span(file, 1, 1), code="too-deep")) from None
     except VisitError as exc:
         inner = exc.orig_exc
         if isinstance(inner, KbError):

@@ -485,9 +485,6 @@ def _and_chain(terms: int) -> str:
             + ' {\n  because "a long chain"\n  source "seed:002#A"\n}\n')
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="dsl/parse.py: lark's recursive Transformer overflows on a "
-                          "1,000-term 'and' chain (a 9 KB file); reported to the lead")
 def test_a_long_and_chain_is_checked_or_a_located_error():
     front_end(_and_chain(1000), with_shipped=True)
 

@@ -155,11 +155,11 @@ def test_error_in_a_def_body_is_reported_once(tmp_path, monkeypatch):
 
 def test_unknown_category_points_at_the_category(tmp_path, monkeypatch):
     errors = _errors(tmp_path, monkeypatch, {
-        "a.kb": H + 'check X1 in AA "t" "t" {\n  points 1\n  enabled bf16\n'
+        "a.kb": H + 'check ZZ1 in AA "t" "t" {\n  points 1\n  enabled bf16\n'
                     '  source "seed:1"\n}\n'})
     (diag,) = errors
     assert diag.message == "unknown category 'AA'; did you mean 'A'?"
-    assert (diag.span.line, diag.span.col) == (5, 13)
+    assert (diag.span.line, diag.span.col) == (5, 14)
 
 
 def test_unknown_output_of_an_emit_declaration_points_at_the_target(tmp_path, monkeypatch):
