@@ -19,7 +19,7 @@ def test_plan_prints_config_memory_and_speed(capsys):
     assert code == 0
     assert "kbsolve: optimal" in out
     assert "Memory per GPU" in out and "Speed:" in out and "tokens/s" in out
-    assert "finetuning_type" in out and "[forced]" in out
+    assert "finetuning_type" in out and "[pinned]" in out and "[speed]" in out
 
 
 def test_alias_choice_is_stated(capsys):
@@ -51,9 +51,10 @@ def test_formats(capsys, fmt):
 
 def test_explain_one_option(capsys):
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
-                       "--explain", "quantization_bit")
+                       "--explain", "use_unsloth")
     assert code == 0
-    assert out.startswith("quantization_bit = 4")
+    assert out.startswith("use_unsloth = true") and "speed" in out.splitlines()[0]
+    assert "slower" in out
     assert "Memory terms in this plan" in out
 
 
