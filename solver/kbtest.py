@@ -9,9 +9,12 @@ from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import KnowledgeBase, Test
 from kbsolve.solver.evaluate import Evaluator
 from kbsolve.solver.metrics import full_assignment
-from kbsolve.solver.optimize import solve
+from kbsolve.solver.optimize import feasibility, solve
 from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import plain
+
+
+TEST_TIMEOUT_MS = 4000  # past it a test judges the best plan found (docs/decisions.md)
 
 
 @dataclass
@@ -51,7 +54,8 @@ def _run(kb: KnowledgeBase, test: Test) -> TestResult:
     fields["set"] = [f"{name}={_pin_text(value)}" for name, value in test.pins]
     try:
         resolved = resolve(kb, Query(**fields))
-        outcome = solve(resolved.problem)
+        only_refusal = all(e.kind == "infeasible" for e in test.expectations)
+        outcome = (feasibility if only_refusal else solve)(resolved.problem, TEST_TIMEOUT_MS)
     except KbError as error:
         return TestResult(test, False, [f"the query failed: {error.diagnostics[0].message}"])
     problem = resolved.problem

@@ -154,7 +154,7 @@ def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline
     """Improve the first model by local search in the reference evaluator (one
     option at a time), so that tightening starts near the optimum; the search
     only picks the starting point, Z3 still proves optimality."""
-    chosen = hill_climb(problem, model.c.decode(first))
+    chosen = hill_climb(problem, model.c.decode(first), deadline)
     solver.push()
     for key, value in chosen.items():
         solver.add(model.c.equals(key, value))
@@ -199,6 +199,17 @@ class CoreFinder:
             if self.solver.check(trial) == z3.unsat:
                 core.remove(name)
         return core
+
+
+def feasibility(problem: Problem, timeout_ms: int = 10000) -> Outcome:
+    """Satisfiable or not, with the minimal core; no optimisation (for tests
+    that only ask whether a query is refused, and by which rules)."""
+    model = Model(problem)
+    finder = CoreFinder(model, timeout_ms)
+    core = finder.clash()
+    if core is None:
+        return Outcome("feasible", model=model)
+    return Outcome("infeasible", core=core, model=model)
 
 
 def minimal_core(model: Model, timeout_ms: int) -> list[str]:

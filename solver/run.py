@@ -40,7 +40,7 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         return result
     assignment = full_assignment(problem, outcome.chosen)
     _fill(result, problem, assignment, outcome.metrics)
-    if outcome.model is not None:
+    if outcome.model is not None and outcome.status == "optimal":  # a time-out explains nothing
         result.explanation = explain(problem, outcome.model, assignment, outcome.metrics)
         result.alternatives = _alternatives(problem, outcome, query, result.explanation)
     return result

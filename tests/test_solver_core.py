@@ -41,7 +41,7 @@ def small_random_problem(kb, seed, free_count=4):
     return problem_for(kb, gpus, model, pins)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True,
+@settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**9), free_count=st.integers(2, 5))
 def test_z3_optimum_equals_enumerator(kb, seed, free_count):
@@ -81,7 +81,9 @@ def test_plan_fits_and_respects_every_rule(kb):
 
 
 def test_full_70b_on_one_4090_is_infeasible_for_memory(kb):
-    outcome = solve(problem_for(kb, "1x4090", "llama3-70b", {"finetuning_type": "full"}))
+    problem = problem_for(kb, "1x4090", "llama3-70b", {"finetuning_type": "full"})
+    problem.host_budget_bytes = Fraction(64 * 2**30)  # a workstation: offloading cannot save it
+    outcome = solve(problem)
     assert outcome.status == "infeasible"
     assert "memory:fit" in outcome.core
 
