@@ -50,6 +50,9 @@ def _problem(part: str, shared: Path | None, roots: list[Path]) -> str:
     if kind == "kb":
         path = where.split()[0] if where.split() else ""
         places = [r / path for r in roots] + [r.parent / path for r in roots]
+        top = Path(path).parts[0] if path else ""
+        if top and not any((r / top).exists() or (r.parent / top).exists() for r in roots):
+            return ""  # its folder is not installed here (docs/ is not in the wheel)
         return "" if any(p.exists() for p in places) else "names a file that does not exist"
     if kind not in ("seed", "reference") or shared is None:
         return ""
