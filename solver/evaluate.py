@@ -41,7 +41,7 @@ class Evaluator:
         """run(), remembered by the values of the options the node reads."""
         reads = _READS.get(id(node))
         if reads is None or reads[0] is not node:
-            reads = (node, sorted(_options_read(self.kb, node)))
+            reads = (node, sorted(options_read(self.kb, node)))
             _READS[id(node)] = reads
         slot = (id(node), *[assignment.get(option) for option in reads[1]])
         if slot not in self.store:
@@ -120,10 +120,10 @@ def _let(kb: KnowledgeBase, key: str):
 
 def _let_options(kb: KnowledgeBase, key: str) -> set[str]:
     """The options a let reads, through the lets it reads."""
-    return _options_read(kb, kb.lets[key].expr, {key})
+    return options_read(kb, kb.lets[key].expr, {key})
 
 
-def _options_read(kb: KnowledgeBase, root: ir.Node, seen: set | None = None) -> set[str]:
+def options_read(kb: KnowledgeBase, root: ir.Node, seen: set | None = None) -> set[str]:
     used: set[str] = set()
     seen = set() if seen is None else seen
     stack = [root]

@@ -9,7 +9,7 @@ import math
 import time
 from typing import Any
 
-from kbsolve.dsl.ir import LetRef, OptionRef, walk
+from kbsolve.solver.evaluate import options_read
 from kbsolve.solver.metrics import measure, sort_key
 from kbsolve.solver.problem import Problem
 
@@ -73,19 +73,8 @@ def _key(problem: Problem, chosen: dict):
 
 def _rule_reads(problem: Problem) -> dict[str, set[str]]:
     """Rule key -> the options it reads, through lets."""
-    kb = problem.kb
-    out = {}
-    for rule in problem.items(kb.rules):
-        stack, used, lets = [rule.constraint], set(), set()
-        while stack:
-            for node in walk(stack.pop()):
-                if isinstance(node, OptionRef):
-                    used.add(node.option)
-                elif isinstance(node, LetRef) and node.let not in lets:
-                    lets.add(node.let)
-                    stack.append(kb.lets[node.let].expr)
-        out[f"{rule.framework}.{rule.id}"] = used
-    return out
+    return {f"{rule.framework}.{rule.id}": options_read(problem.kb, rule.constraint)
+            for rule in problem.items(problem.kb.rules)}
 
 
 def back_to_defaults(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
-from kbsolve.dsl.ir import LetRef, OptionRef, facts_used, walk
+from kbsolve.dsl.ir import facts_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
-from kbsolve.solver.evaluate import Evaluator
+from kbsolve.solver.evaluate import Evaluator, options_read
 
 MAX_RANGE_CHOICES = 256
 
@@ -83,20 +83,18 @@ def _relevant(kb: KnowledgeBase, framework: str) -> set[str]:
     the count of defaults kept, which their default already maximises."""
     mine = [t for table in (kb.memory, kb.speed, kb.work, kb.preferences)
             for t in table.values() if t.framework == framework]
-    stack = [r.constraint for r in kb.rules.values() if r.framework == framework]
-    stack += [t.expr for t in mine]
+    roots = [r.constraint for r in kb.rules.values() if r.framework == framework]
+    roots += [t.expr for t in mine]
     used: set[str] = set()
-    lets: set[str] = set()
-    while stack:
-        for node in walk(stack.pop()):
-            if isinstance(node, OptionRef) and node.option not in used:
-                used.add(node.option)
-                when = kb.options[node.option].when if node.option in kb.options else None
-                if when is not None:
-                    stack.append(when)
-            elif isinstance(node, LetRef) and node.let not in lets:
-                lets.add(node.let)
-                stack.append(kb.lets[node.let].expr)
+    for root in roots:
+        used |= options_read(kb, root)
+    pending = list(used)
+    while pending:  # the `when` of an option that matters matters too
+        option = kb.options.get(pending.pop())
+        if option is not None and option.when is not None:
+            new = options_read(kb, option.when) - used
+            used |= new
+            pending += new
     return used
 
 
