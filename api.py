@@ -1,22 +1,36 @@
-"""The Python API, and the only door the CLI uses.
+"""The Python API, and the only door the CLI uses (with kbsolve.render).
 
     load_kb(paths=None) -> KnowledgeBase
     listing(kb, what, framework=None) -> list[dict]
+
+Importing this module is cheap: the DSL, the solver and the audit load when a
+function first needs them, so that `kbsolve --help` loads none of them. The
+exit codes and the one exception a user sees (KbError, holding Diagnostics)
+are re-exported here for the CLI.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kbsolve.diagnostics import Diagnostic, KbError
-from kbsolve.dsl import KnowledgeBase
-from kbsolve.dsl import load_kb as _load_kb
+from kbsolve.diagnostics import (EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE,
+                                 Diagnostic, KbError, deep_recursion)
+
+if TYPE_CHECKING:
+    from kbsolve.dsl import KnowledgeBase
+
+
+def __getattr__(name: str):
+    if name == "KnowledgeBase":  # lazy: the DSL loads on first use
+        from kbsolve.dsl import KnowledgeBase
+        return KnowledgeBase
+    raise AttributeError(f"module 'kbsolve.api' has no attribute {name!r}")
 
 
 def load_kb(paths: list[str] | None = None, *, use_cache: bool = True) -> KnowledgeBase:
     """The shipped KB plus rule packs, checked; raises KbError with every problem."""
-    return _load_kb(paths, use_cache=use_cache)
+    from kbsolve.dsl import load_kb as load
+    return load(paths, use_cache=use_cache)
 
 
 def kb_summary(kb: KnowledgeBase) -> dict[str, int]:
@@ -72,6 +86,7 @@ def _check_row(c) -> dict:
 
 
 def _jsonable(value: Any) -> Any:
+    from fractions import Fraction
     if isinstance(value, Fraction):
         return int(value) if value.denominator == 1 else float(value)
     if isinstance(value, dict):
