@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from kbsolve import api
-from kbsolve.diagnostics import EXIT_OK
+from kbsolve.api import EXIT_OK, EXIT_USAGE
+from kbsolve.render import render
 
 kb_option = click.option("--kb", "packs", multiple=True, type=click.Path(),
                          help="A rule pack directory laid over the shipped KB (repeatable).")
@@ -25,24 +26,12 @@ def kb_group() -> None:
 def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
     """Parse and check the shipped KB plus rule packs; exit 2 on errors."""
     knowledge = api.load_kb(list(packs), use_cache=False)
-    summary = api.kb_summary(knowledge)
-    click.echo("kb check: ok — " + ", ".join(f"{n} {what}" for what, n in summary.items()))
+    click.echo(render(api.kb_summary(knowledge), "text", kind="kb_summary"))
     if not deep:
         return EXIT_OK
-    from kbsolve.diagnostics import EXIT_USAGE, SourceCache
     report = api.deep_check(list(packs), knowledge)
-    sources = SourceCache()
-    for diagnostic in report.diagnostics:
-        click.echo(diagnostic.render(sources))
-    for note in report.notes if verbose else report.notes[:0]:
-        click.echo(f"note: {note}")
-    errors, total = len(report.errors), len(report.diagnostics)
-    shapes = ", ".join(f"{fw} {n}" for fw, n in report.situations.items())
-    click.echo(f"kb check --deep: {errors} error(s), {total - errors} warning(s) in "
-               f"{report.seconds:.1f} s; distinct GPU x model x query situations: {shapes}; "
-               f"{report.forbidden_values} value(s) forbidden outright by a rule; "
-               f"{len(report.notes)} note(s){'' if verbose else ' (-v lists them)'}")
-    return EXIT_USAGE if errors else EXIT_OK
+    click.echo(render(report, "text", kind="deep_check", verbose=verbose))
+    return EXIT_USAGE if report.errors else EXIT_OK
 
 
 @kb_group.command("test")
@@ -53,20 +42,12 @@ def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
 def test_command(packs: tuple[str, ...], select: str | None, coverage: bool) -> int:
     """Run the KB's own tests; exit 1 when one fails."""
     results = api.run_kb_tests(list(packs), select)
-    for result in results:
-        click.echo(f"{'PASS' if result.passed else 'FAIL'}  {result.name}")
-        for failure in result.failures:
-            click.echo(f"      {failure}  ({result.test.meta.span})")
-    failed = sum(not r.passed for r in results)
-    click.echo(f"{len(results) - failed} passed, {failed} failed")
+    click.echo(render(results, "text", kind="kb_tests"))
     if coverage:
-        for row in api.coverage_report(list(packs)):
-            tested = row.total - len(row.untested)
-            click.echo(f"coverage of {row.kind}: {tested}/{row.total} ({row.percent:.0f}%)")
-            click.echo(f"untested {row.short}: {len(row.untested)}")
-            for key, location in row.untested:
-                click.echo(f"  {key}  ({location})")
-    return 1 if failed else EXIT_OK
+        rows = api.coverage_report(list(packs))
+        if rows:
+            click.echo(render(rows, "text", kind="coverage"))
+    return 1 if any(not r.passed for r in results) else EXIT_OK
 
 
 @kb_group.command("fmt")
@@ -79,11 +60,7 @@ def fmt_command(packs: tuple[str, ...], check_only: bool, paths: tuple[str, ...]
 
     A file that does not parse is reported and nothing is written."""
     changed = api.format_rule_files(list(paths), packs=list(packs), write=not check_only)
-    verb = "would reformat" if check_only else "reformatted"
-    for path in changed:
-        click.echo(f"{verb} {path}")
-    click.echo(f"kb fmt: {len(changed)} file(s) {verb}" if changed else
-               "kb fmt: every file is canonical")
+    click.echo(render(changed, "text", kind="kb_fmt", check_only=check_only))
     return 1 if check_only and changed else EXIT_OK
 
 

@@ -10,12 +10,14 @@ import sys
 
 import click
 
+from kbsolve import api
+from kbsolve.api import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
 from kbsolve.cli.audit import audit_command, fix_command
 from kbsolve.cli.kbcmd import kb_group
 from kbsolve.cli.listing import list_command
 from kbsolve.cli.query_options import query_fields, query_options
 from kbsolve.cli.run import guarded
-from kbsolve.diagnostics import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
+from kbsolve.render import render
 
 EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown or "
           "time-out.")
@@ -50,20 +52,17 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
     if not gpus and not model:
         click.echo(ctx.get_help())
         return EXIT_OK
-    from kbsolve import api
-    from kbsolve.cli.render import render
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
                           pins, headroom, host_ram)
     fields.update(objective=objective, top=top, timeout=timeout)
     plan = api.solve(fields, packs=list(packs), solver=solver)
     if explain_option:
-        from kbsolve.cli.explain import derivation
-        click.echo(derivation(plan, explain_option))
+        click.echo(render(plan, "explain", option=explain_option))
     else:
         click.echo(render(plan, fmt))
     if emit_dir and plan.status in ("optimal", "feasible"):
         written = api.emit(plan, emit_dir, packs=list(packs))
-        click.echo("\nWrote: " + ", ".join(written), err=True)
+        click.echo(render(written, "text", kind="emitted"), err=True)
     return {"optimal": EXIT_OK, "feasible": EXIT_UNKNOWN, "unknown": EXIT_UNKNOWN,
             "infeasible": EXIT_INFEASIBLE}[plan.status]
 
@@ -73,16 +72,13 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
 def estimate_command(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
                      headroom, host_ram, fmt, packs):
     """Memory and speed of one configuration (unset options at their defaults)."""
-    from kbsolve import api
-    from kbsolve.cli.render import render
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
                           (), headroom, host_ram)
     settings = {}
     for text in pins:
         key, sep, value = text.partition("=")
         if not sep:
-            from kbsolve.diagnostics import Diagnostic, KbError
-            raise KbError(Diagnostic(f"--set '{text}' is not key=value"))
+            raise api.KbError(api.Diagnostic(f"--set '{text}' is not key=value"))
         settings[key.strip()] = value.strip()
     result = api.estimate(fields, settings, packs=list(packs))
     click.echo(render(result, fmt))

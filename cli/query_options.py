@@ -6,6 +6,8 @@ import functools
 
 import click
 
+from kbsolve.api import Diagnostic, KbError
+
 FORMATS = ("table", "json", "yaml", "markdown")
 
 
@@ -36,7 +38,6 @@ def query_options(fn):
 
 def query_fields(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
                  headroom, host_ram=None) -> dict:
-    from kbsolve.diagnostics import Diagnostic, KbError
     if not gpus:
         raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100)"))
     if not model:

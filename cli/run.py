@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kbsolve.diagnostics import EXIT_USAGE, KbError, deep_recursion
+from kbsolve.api import EXIT_USAGE, KbError, deep_recursion
 
 
 def fail(error: KbError) -> int:

@@ -1,27 +1,17 @@
-"""Plans and estimates as text: a table for people, JSON, YAML or Markdown."""
+"""Plans and estimates as a table for people."""
 
 from __future__ import annotations
 
 import json
 
-import yaml
+from kbsolve.render.data import as_data
+from kbsolve.render.plan_parts import reason, short, speed
 
 BAR = 30
 
 
-def as_data(result) -> dict:
-    return json.loads(result.model_dump_json())
-
-
-def render(result, fmt: str) -> str:
-    data = as_data(result)
-    if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False)
-    if fmt == "yaml":
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    if fmt == "markdown":
-        return _markdown(data)
-    return _table(data)
+def table(result) -> str:
+    return _table(as_data(result))
 
 
 def _table(d: dict) -> str:
@@ -30,7 +20,7 @@ def _table(d: dict) -> str:
     out += [f"  note: {n}" for n in d.get("notes", [])]
     if d.get("status") == "infeasible":
         out.append("\nNo configuration fits. These clash:")
-        out += [f"  - {_reason(r)}" for r in d["core"]]
+        out += [f"  - {reason(r)}" for r in d["core"]]
         out.append("Smallest fixes:" if d["fixes"] else "No fix found among the pins and "
                                                         "the hardware tried.")
         out += [f"  - {f['description']}" for f in d["fixes"]]
@@ -40,20 +30,20 @@ def _table(d: dict) -> str:
         return "\n".join(out)
     if d.get("broken"):
         out.append("\nThis configuration breaks rules:")
-        out += [f"  - {_reason(r)}" for r in d["broken"]]
+        out += [f"  - {reason(r)}" for r in d["broken"]]
     out.append("\nConfig:")
     kinds = {c["key"]: c for c in d.get("explanation", [])}
-    shown = {k: v for k, v in d["config"].items() if _worth_showing(kinds.get(k), v)}
+    shown = {k: v for k, v in d["config"].items() if worth_showing(kinds.get(k), v)}
     width = max(len(k) for k in shown) if shown else 0
     for key, value in shown.items():
         choice = kinds.get(key)
-        why = f"  [{choice['kind']}] {_short(choice)}" if choice else ""
+        why = f"  [{choice['kind']}] {short(choice)}" if choice else ""
         out.append(f"  {key.ljust(width)}  {json.dumps(value, ensure_ascii=False)}{why}")
     hidden = len(d["config"]) - len(shown)
     if hidden:
         out.append(f"  ... and {hidden} more at their defaults (--format yaml lists all)")
-    out += _memory(d["memory"])
-    out += _speed(d["speed"])
+    out += memory(d["memory"])
+    out += speed(d["speed"])
     if d.get("warnings"):
         out.append("\nWarnings:")
         out += [f"  - {w['id']}: {w['because']} ({w['source']})" for w in d["warnings"]]
@@ -68,7 +58,7 @@ def _table(d: dict) -> str:
     return "\n".join(out)
 
 
-def _worth_showing(choice: dict | None, value) -> bool:
+def worth_showing(choice: dict | None, value) -> bool:
     """Decided options always; facts when they carry a value (a model id, a
     length); settings nobody decided are summarised in one line."""
     if choice is None:  # an estimate: no explanations, every option shown
@@ -80,22 +70,7 @@ def _worth_showing(choice: dict | None, value) -> bool:
     return True
 
 
-def _short(choice: dict) -> str:
-    reasons = choice["reasons"]
-    if not reasons:
-        return ""
-    first = reasons[0]
-    return first["detail"] or first["because"] or first["rule"]
-
-
-def _reason(r: dict) -> str:
-    text = r["detail"] or r["because"]
-    where = f" [{r['source']}; {r['location']}]" if r.get("source") else ""
-    rule = r["rule"].split(".", 1)[-1]
-    return f"{rule}: {text}{where}"
-
-
-def _memory(m: dict) -> list[str]:
+def memory(m: dict) -> list[str]:
     level = m["per_gpu_gib"]
     out = [f"\nMemory per GPU: {level['device']:.2f} GiB of {m['budget_gib']:.2f} GiB budget "
            f"({m['gpu_gib']:.2f} GiB GPU, {m['headroom']:.0%} headroom)"
@@ -117,35 +92,3 @@ def _memory(m: dict) -> list[str]:
     if not m.get("host_fits", True):
         out.append("  HOST RAM DOES NOT FIT")
     return out
-
-
-def _speed(s: dict) -> list[str]:
-    parts = [f"step {s['step_time_s']:.3f} s"]
-    parts += [f"{v:,.0f} {k}/s" for k, v in s["throughput"].items()]
-    if s.get("mfu") is not None:
-        parts.append(f"MFU {s['mfu']:.0%}")
-    return ["\nSpeed: " + ", ".join(parts)]
-
-
-def _markdown(d: dict) -> str:
-    lines = [f"# kbsolve plan: {d['framework']}, {d['model']} on {d['query']['gpus']}",
-             "", f"Status: **{d.get('status', 'estimate')}**", ""]
-    if d.get("memory") is None and not d.get("core"):
-        return "\n".join(lines + ["No plan was found within the time-out."]) + "\n"
-    if d.get("core"):
-        lines += ["## Why it cannot run", ""] + [f"- {_reason(r)}" for r in d["core"]]
-        lines += ["", "## Fixes", ""] + [f"- {f['description']}" for f in d["fixes"]]
-        return "\n".join(lines) + "\n"
-    lines += ["## Config", "", "| key | value | why |", "|---|---|---|"]
-    kinds = {c["key"]: c for c in d.get("explanation", [])}
-    for key, value in d["config"].items():
-        c = kinds.get(key)
-        lines.append(f"| `{key}` | `{json.dumps(value)}` | "
-                     f"{(c['kind'] + ': ' + _short(c)) if c else ''} |")
-    m = d["memory"]
-    lines += ["", "## Memory per GPU", "", "| term | GiB | level | source |", "|---|---|---|---|"]
-    lines += [f"| {i['term']} | {i['gib']:.2f} | {i['level']} | {i['source']} |"
-              for i in m["breakdown"]]
-    lines += ["", f"Device total {m['per_gpu_gib']['device']:.2f} GiB of {m['budget_gib']:.2f} "
-                  f"GiB budget.", "", "## Speed", ""] + _speed(d["speed"])[1:]
-    return "\n".join(lines) + "\n"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from kbsolve.audit.model import AuditReport
-from kbsolve.audit.report_markdown import fit_line, message, yaml_text
-from kbsolve.audit.words import title, words
+from typing import TYPE_CHECKING
+
+from kbsolve.render.audit_markdown import fit_line, message, yaml_text
+from kbsolve.render.audit_words import title, words
+
+if TYPE_CHECKING:
+    from kbsolve.audit.model import AuditReport
 
 
 def terminal(report: AuditReport, lang: str = "en") -> str:

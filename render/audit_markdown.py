@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kbsolve.audit.model import AuditReport, Change, Finding, UnitReport
-from kbsolve.audit.words import advice, title, words
+from kbsolve.render.audit_words import advice, title, words
+
+if TYPE_CHECKING:
+    from kbsolve.audit.model import AuditReport, Change, Finding, UnitReport
 
 
 def markdown(report: AuditReport, lang: str = "en") -> str:
