@@ -9,8 +9,8 @@ from kbsolve.audit.assess import Context
 from kbsolve.audit.judge import shown_change
 from kbsolve.audit.model import BestPlan, PlanChange
 from kbsolve.diagnostics import KbError
-from kbsolve.solver.metrics import measure
-from kbsolve.solver.problem import build_problem
+from kbsolve.program.metrics import measure
+from kbsolve.program.problem import build_problem
 from kbsolve.solver.query import Query
 from kbsolve.solver.run import plan
 

@@ -7,8 +7,8 @@ from kbsolve.audit.assess import Context, facts_needed
 from kbsolve.audit.model import Fit, MemoryTerm
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import facts_used
-from kbsolve.solver.metrics import measure
-from kbsolve.solver.problem import build_problem
+from kbsolve.program.metrics import measure
+from kbsolve.program.problem import build_problem
 from kbsolve.solver.report import gib
 
 

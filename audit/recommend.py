@@ -11,8 +11,8 @@ from kbsolve.audit.assess import Context
 from kbsolve.audit.mapping import FlatFile, plain, written_value
 from kbsolve.audit.model import Change, CheckResult, Finding
 from kbsolve.dsl.ir import options_used
-from kbsolve.solver.metrics import measure
-from kbsolve.solver.problem import build_problem
+from kbsolve.program.metrics import measure
+from kbsolve.program.problem import build_problem
 
 
 def sound(ctx: Context, changes: dict[str, Any], must_fit: bool) -> bool:

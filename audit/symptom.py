@@ -14,8 +14,8 @@ from itertools import combinations
 from typing import Any
 
 from kbsolve.audit.assess import Context
-from kbsolve.solver.metrics import Metrics, measure
-from kbsolve.solver.problem import build_problem
+from kbsolve.program.metrics import Metrics, measure
+from kbsolve.program.problem import build_problem
 from kbsolve.solver.report import gib
 
 MAX_VALUES = 64

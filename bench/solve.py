@@ -14,7 +14,7 @@ import time
 def versus_enumerator(cases: int = 40, sample: int = 1000, budget_s: float = 30.0) -> dict:
     from kbsolve import api
     from kbsolve.solver.enumerate import enumerate_best
-    from kbsolve.solver.metrics import measure, sort_key
+    from kbsolve.program.metrics import measure, sort_key
     from kbsolve.solver.optimize import solve
     from kbsolve.solver.query import Query, resolve
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))

@@ -19,7 +19,7 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.lint.situations import Space, space, through_lets
 from kbsolve.solver.compile import Compiler
-from kbsolve.solver.problem import build_problem
+from kbsolve.program.problem import build_problem
 
 STAND_IN = "fact#"
 

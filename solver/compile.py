@@ -20,7 +20,7 @@ from z3 import z3core
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
-from kbsolve.solver.problem import Problem
+from kbsolve.program.problem import Problem
 
 MAX_VALUES = 512
 MAX_TABLE = 2048  # a term over at most this many option combinations becomes a table

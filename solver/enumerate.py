@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from kbsolve.solver.metrics import full_assignment, measure, sort_key
+from kbsolve.program.metrics import full_assignment, measure, sort_key
 from kbsolve.solver.optimize import Outcome
-from kbsolve.solver.problem import Problem
+from kbsolve.program.problem import Problem
 
 
 def space_size(problem: Problem) -> int:

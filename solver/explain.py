@@ -1,8 +1,11 @@
 """Why each option has its value: forced, speed, memory, preference, default.
 
-For every alternative value the Z3 model is asked whether it could hold at
-all (the rest free); an alternative that could is measured as a neighbour of
-the plan (only this option changed) to say what it would cost.
+Every alternative value is first measured as a neighbour of the plan (only
+this option changed, options whose `when` turns false back to their defaults).
+Only when that neighbour is not a feasible plan is the question "could this
+value hold at all?" asked: of the branch and bound's tables (rules that rule
+it out, a search for any feasible plan with it), and of Z3 only when that
+search's node budget runs out or the plan came from Z3.
 """
 
 from __future__ import annotations
@@ -10,16 +13,22 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from kbsolve.solver.metrics import Metrics, measure, sort_key
+from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.solver.optimize import CoreFinder, Model
 from kbsolve.solver.plan import Choice, Reason
-from kbsolve.solver.problem import Problem
+from kbsolve.program.problem import Problem
 from kbsolve.solver.report import gib, option_key, plain, reason
 
 
-def explain(problem: Problem, model: Model, assignment: dict[str, Any],
-            metrics: Metrics) -> list[Choice]:
-    finder = CoreFinder(model)
+EXPLAIN_BUDGET = 20_000  # nodes per "is this value possible at all?" search
+
+
+def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
+            metrics: Metrics, search=None, met: list | None = None) -> list[Choice]:
+    """One Choice per option; `met` collects (changes, metrics) of every
+    feasible plan measured on the way (the alternatives' candidates)."""
+    met = [] if met is None else met
+    finder = _oracle(problem, model, search, assignment, met)
     choices = []
     for option in problem.options:
         key = option.key
@@ -31,7 +40,8 @@ def explain(problem: Problem, model: Model, assignment: dict[str, Any],
         elif key not in problem.choices:
             choices.append(_fixed(problem, option, base))
         else:
-            choices.append(_decided(problem, finder, option, value, assignment, metrics, base))
+            choices.append(_decided(problem, finder, option, value, assignment, metrics, base,
+                                    met))
     return choices
 
 
@@ -45,14 +55,43 @@ def _fixed(problem: Problem, option, base: dict) -> Choice:
         detail="a free setting: the default unless you set it")])
 
 
-def _decided(problem: Problem, finder: CoreFinder, option, value, assignment, metrics,
-             base: dict) -> Choice:
+def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str, Any],
+            met: list):
+    """clash(key, value): None when some feasible plan has key=value, else the
+    parts that rule it out."""
+    finder: list[CoreFinder] = []
+
+    def by_z3(key, value):
+        if not finder:
+            finder.append(CoreFinder(model or Model(problem)))
+        return finder[0].clash([finder[0].model.c.equals(key, value)], without=(f"pin:{key}",))
+
+    if search is None:
+        return by_z3
+
+    def clash(key, value):
+        core = search.clash(key, value, assignment, EXPLAIN_BUDGET)
+        if core is None and search.last_found is not None:
+            chosen, plan = search.last_found
+            met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v}, plan))
+        return by_z3(key, value) if core == "budget" else core
+    return clash
+
+
+def _decided(problem: Problem, clash, option, value, assignment, metrics,
+             base: dict, met: list) -> Choice:
     alternatives = [v for v in problem.choices[option.key] if v != value]
-    pin = f"pin:{option.key}"
     blocked: dict[Any, list[str]] = {}
     open_: list[Any] = []
+    neighbours: dict[Any, Metrics] = {}
     for alt in alternatives:
-        core = finder.clash([finder.model.c.equals(option.key, alt)], without=(pin,))
+        settled = _settled(problem, {**assignment, option.key: alt})
+        neighbour = measure(problem, settled)
+        neighbours[alt] = neighbour
+        if neighbour.feasible:
+            met.append(({k: v for k, v in settled.items() if assignment.get(k) != v},
+                        neighbour))
+        core = None if neighbour.feasible else clash(option.key, alt)
         if core is None:
             open_.append(alt)
         else:
@@ -64,7 +103,7 @@ def _decided(problem: Problem, finder: CoreFinder, option, value, assignment, me
     best_key = sort_key(metrics)
     slower, too_big, worse_pref, same, coupled = [], [], [], [], []
     for alt in open_:
-        neighbour = measure(problem, _settled(problem, {**assignment, option.key: alt}))
+        neighbour = neighbours[alt]
         if neighbour.broken or neighbour.irrelevant_changed:
             coupled.append((alt, neighbour))  # possible only with other changes
             continue

@@ -9,7 +9,7 @@ import z3
 
 from kbsolve.solver.optimize import CoreFinder, Model
 from kbsolve.solver.plan import Fix
-from kbsolve.solver.problem import Problem
+from kbsolve.program.problem import Problem
 
 MAX_PIN_FIXES = 2
 

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import KnowledgeBase, Test
-from kbsolve.solver.evaluate import Evaluator
-from kbsolve.solver.metrics import full_assignment
+from kbsolve.program.evaluate import Evaluator
+from kbsolve.program.metrics import full_assignment
 from kbsolve.solver.optimize import feasibility, solve
 from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import plain

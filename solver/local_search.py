@@ -5,21 +5,18 @@ tightening; Z3 still proves the optimum."""
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
-from kbsolve.solver.evaluate import options_read
-from kbsolve.solver.metrics import measure, sort_key
-from kbsolve.solver.problem import Problem
+from kbsolve.program.evaluate import options_read
+from kbsolve.program.metrics import measure, sort_key
+from kbsolve.program.problem import Problem
 
 MAX_PASSES = 6
 
 
-def hill_climb(problem: Problem, start: dict[str, Any],
-               deadline: float = math.inf) -> dict[str, Any]:
+def hill_climb(problem: Problem, start: dict[str, Any]) -> dict[str, Any]:
     """The best assignment reachable from a feasible `start` by improving moves
-    (the best so far once `deadline`, a time.monotonic() value, has passed)."""
+    (at most MAX_PASSES passes: a counted budget)."""
     free = [k for k in sorted(problem.choices) if k not in problem.pinned]
     reads = _rule_reads(problem)
     chosen, best = start, _key(problem, start)
@@ -28,8 +25,6 @@ def hill_climb(problem: Problem, start: dict[str, Any],
     for _ in range(MAX_PASSES):
         improved = False
         for key in free:
-            if time.monotonic() > deadline:
-                return chosen
             for value in problem.choices[key]:
                 if value == chosen[key]:
                     continue

@@ -1,8 +1,12 @@
-"""Solve a Problem with Z3: the fastest feasible assignment, or a minimal core.
+"""Solve a Problem: the best feasible assignment, or a minimal core.
 
-Objectives, in order: time per unit of work; soft preferences tier by tier;
-device memory (each proven optimal by Z3); then, as a greedy tie-break, options
-put back to their defaults wherever that changes none of the three.
+Objectives, in order (program/metrics.sort_key): time per unit of work, soft
+preferences tier by tier, device memory, options kept at their defaults (with
+--objective memory, memory comes first). The exact branch and bound of
+solver/search.py answers first; when its node budget runs out, Z3 proves the
+optimum by successive tightening from the search's best plan. Both budgets are
+counted (nodes, Z3 rlimit), so the answer does not depend on the machine's
+load; the wall-clock time-out is only an outer guard.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.types import NUM
 
 from kbsolve.solver.compile import Compiler
+from kbsolve.solver.search import NODE_BUDGET, Search
 from kbsolve.solver.local_search import back_to_defaults, hill_climb
-from kbsolve.solver.metrics import Metrics, full_assignment, measure
-from kbsolve.solver.problem import Problem
+from kbsolve.program.metrics import Metrics, full_assignment, measure, sort_key
+from kbsolve.program.problem import Problem
 
 SEED = 7
+RLIMIT_PER_CHECK = 20_000_000  # Z3 resource units per check (about 2 s of CPU here)
 
 
 @dataclass
@@ -31,6 +37,9 @@ class Outcome:
     metrics: Metrics | None = None
     core: list[str] = field(default_factory=list)
     model: "Model | None" = None
+    search: Search | None = None  # the tables, for explanations without Z3
+    nodes: int = 0
+    timed_out: bool = False  # the wall-clock guard, not the counted budgets, ended it
 
 
 class Model:
@@ -38,6 +47,7 @@ class Model:
 
     def __init__(self, problem: Problem):
         self.p = problem
+        self.objective = problem.objective
         self.c = Compiler(problem)
         self.parts: dict[str, z3.BoolRef] = {}
         for rule in problem.items(problem.kb.rules):
@@ -105,15 +115,40 @@ class Objective:
         return self.term <= value if self.sense == "min" else self.term >= value
 
 
-def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) -> Outcome:
+def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
+          node_budget: int = NODE_BUDGET) -> Outcome:
+    """The exact optimum: branch and bound first, Z3 when its budget runs out."""
+    start = None
+    nodes = 0
+    if avoid is None and node_budget > 0:
+        search = Search(problem)
+        found = search.run(budget=node_budget)
+        nodes = found.nodes
+        if found.status == "optimal":
+            return Outcome("optimal", found.chosen, found.metrics, search=search, nodes=nodes)
+        if found.status == "infeasible":
+            model = Model(problem)
+            return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model,
+                           nodes=nodes)
+        start = found.chosen
+    outcome = solve_z3(problem, timeout_ms, avoid, start)
+    outcome.nodes = nodes
+    return outcome
+
+
+def solve_z3(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
+             start: dict[str, Any] | None = None) -> Outcome:
     """Lexicographic optimum by successive tightening: after each satisfying
     model, demand a strictly better value of the current objective; when that
-    is unsatisfiable, fix the objective at its best value and go to the next."""
+    is unsatisfiable, fix the objective at its best value and go to the next.
+    Each check has a fixed rlimit; the deadline is only an outer guard."""
     deadline = time.monotonic() + timeout_ms / 1000
     model = Model(problem)
-    objectives = [Objective("min", model.time_per_work())]
-    objectives += [Objective("max", score) for _, score in model.preference_scores().items()]
-    objectives += [Objective("min", model.memory)]
+    time_term = Objective("min", model.time_per_work())
+    preferences = [Objective("max", score) for _, score in model.preference_scores().items()]
+    memory = Objective("min", model.memory)
+    objectives = [memory, time_term] + preferences if problem.objective == "memory" else \
+        [time_term] + preferences + [memory]
     solver = z3.Solver(ctx=model.c.ctx)
     solver.set("random_seed", SEED)
     for constraint in model.c.domain_constraints():
@@ -127,8 +162,8 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
     if first == z3.unsat:
         return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model)
     if first != z3.sat:
-        return Outcome("unknown", model=model)
-    best = _polished(problem, model, solver, solver.model(), deadline)
+        return Outcome("unknown", model=model, timed_out=time.monotonic() > deadline)
+    best = _polished(problem, model, solver, solver.model(), deadline, start)
     complete = True
     for objective in objectives:
         value = best.eval(objective.term, model_completion=True)
@@ -147,14 +182,21 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None) 
             break
     chosen = back_to_defaults(problem, model.c.decode(best))
     metrics = measure(problem, full_assignment(problem, chosen))
-    return Outcome("optimal" if complete else "feasible", chosen, metrics, model=model)
+    return Outcome("optimal" if complete else "feasible", chosen, metrics, model=model,
+                   timed_out=not complete and time.monotonic() > deadline)
 
 
-def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline: float):
+def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline: float,
+              start: dict[str, Any] | None = None):
     """Improve the first model by local search in the reference evaluator (one
     option at a time), so that tightening starts near the optimum; the search
-    only picks the starting point, Z3 still proves optimality."""
-    chosen = hill_climb(problem, model.c.decode(first), deadline)
+    only picks the starting point, Z3 still proves optimality. A better `start`
+    (the branch and bound's best plan) is taken when it is feasible."""
+    chosen = hill_climb(problem, model.c.decode(first))
+    if start is not None:
+        ours, theirs = (measure(problem, full_assignment(problem, c)) for c in (chosen, start))
+        if theirs.feasible and (not ours.feasible or sort_key(theirs) < sort_key(ours)):
+            chosen = start
     solver.push()
     for key, value in chosen.items():
         solver.add(model.c.equals(key, value))
@@ -169,6 +211,7 @@ def _check(solver: z3.Solver, deadline: float):
     if left <= 0:
         return z3.unknown
     solver.set("timeout", left)
+    solver.set("rlimit", RLIMIT_PER_CHECK)
     return solver.check()
 
 

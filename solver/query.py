@@ -15,7 +15,7 @@ from kbsolve.catalog.schema import ModelSpec, QueryFacts
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver.facts import collect_facts, parse_gpus
-from kbsolve.solver.problem import Problem, build_problem, parse_pin
+from kbsolve.program.problem import Problem, build_problem, parse_pin
 
 
 class Query(BaseModel):
@@ -76,6 +76,7 @@ def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
         option = kb.options[f"{framework}.{task_option}"]
         pins.setdefault(option.key, option.default)
     problem = build_problem(kb, framework, facts, pins)
+    problem.objective = query.objective
     if query.host_ram is not None:  # host terms are per GPU process
         problem.host_budget_bytes = Fraction(str(query.host_ram)) * 2**30 / per_node
     return Resolved(query, problem, gpu, model, network, notes)

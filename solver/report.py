@@ -6,9 +6,9 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.dsl.kb import KnowledgeBase, Option
-from kbsolve.solver.metrics import Metrics
+from kbsolve.program.metrics import Metrics
 from kbsolve.solver.plan import Memory, MemoryItem, PerGpu, Reason, Speed, Warning_
-from kbsolve.solver.problem import Problem
+from kbsolve.program.problem import Problem
 
 GIB = Fraction(2**30)
 

@@ -13,10 +13,10 @@ from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.solver.explain import explain
 from kbsolve.solver.fixes import drop_pins, hardware
 from kbsolve.solver.facts import parse_gpus
-from kbsolve.solver.metrics import full_assignment, measure
+from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.solver.plan import Alternative, Estimate, Plan, Reason
-from kbsolve.solver.problem import build_problem
+from kbsolve.program.problem import build_problem
 from kbsolve.solver.query import Query, Resolved, resolve
 
 
@@ -40,9 +40,11 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         return result
     assignment = full_assignment(problem, outcome.chosen)
     _fill(result, problem, assignment, outcome.metrics)
-    if outcome.model is not None and outcome.status == "optimal":  # a time-out explains nothing
-        result.explanation = explain(problem, outcome.model, assignment, outcome.metrics)
-        result.alternatives = _alternatives(problem, outcome, query, result.explanation)
+    if outcome.status == "optimal":  # a time-out explains nothing
+        met: list = []  # the feasible plans the explanations measured
+        result.explanation = explain(problem, outcome.model, assignment, outcome.metrics,
+                                     outcome.search, met)
+        result.alternatives = _alternatives(problem, outcome, query, result.explanation, met)
     return result
 
 
@@ -113,14 +115,14 @@ def _bigger(kb: KnowledgeBase, resolved: Resolved):
             for c in candidates]
 
 
-def _alternatives(problem, outcome: Outcome, query: Query, explanations) -> list[Alternative]:
+def _alternatives(problem, outcome: Outcome, query: Query, explanations,
+                  met: list) -> list[Alternative]:
     """The next best plans near the optimum (see solver/alternatives.py)."""
     deciding = [option.key for option, choice in zip(problem.options, explanations)
                 if choice.kind in DECIDING_KINDS]
-    assignment = full_assignment(problem, outcome.chosen)
     best = outcome.metrics
     found = []
-    for changes, other in runner_ups(problem, assignment, deciding, query.top):
+    for changes, other in runner_ups(best, met, deciding, query.top):
         slower = float((other.time_per_work / best.time_per_work - 1) * 100) \
             if best.time_per_work else 0.0
         found.append(Alternative(
@@ -138,7 +140,7 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
     for key in problem.choices:
         option = kb.options[key]
         assignment[key] = problem.pinned.get(key, option.default)
-    from kbsolve.solver.problem import parse_pin
+    from kbsolve.program.problem import parse_pin
     for text in (f"{k}={v}" for k, v in settings.items()):
         key, value = parse_pin(kb, problem.framework, text)
         assignment[key] = value

@@ -11,9 +11,9 @@ from kbsolve.catalog.schema import QueryFacts
 from kbsolve.dsl import load_kb
 from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.solver.facts import collect_facts, parse_gpus
-from kbsolve.solver.metrics import sort_key
+from kbsolve.program.metrics import sort_key
 from kbsolve.solver.optimize import solve
-from kbsolve.solver.problem import build_problem
+from kbsolve.program.problem import build_problem
 
 FW = "llamafactory"
 

@@ -8,7 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.diagnostics import KbError
-from kbsolve.solver.problem import Problem
+from kbsolve.program.problem import Problem
 
 LEVELS = ("allocated", "reserved", "device")
 
@@ -35,6 +35,7 @@ class Metrics:
 
     budget: Fraction = Fraction(0)
     host_budget: Fraction | None = None
+    objective: str = "speed"
 
     @property
     def host_fits(self) -> bool:
@@ -98,6 +99,7 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
                       prefs, warnings, defaults)
     metrics.budget = problem.budget_bytes
     metrics.host_budget = problem.host_budget_bytes
+    metrics.objective = problem.objective
     return metrics
 
 
@@ -113,6 +115,10 @@ def _fires(run, expr) -> bool:
 
 def sort_key(metrics: Metrics) -> tuple:
     """The objective, smaller is better: time per work, preferences by tier,
-    device memory, then fewer changes from the defaults."""
+    device memory, then fewer changes from the defaults; with the memory
+    objective, device memory first, then time and preferences."""
     tiers = tuple(-metrics.preferences[t] for t in sorted(metrics.preferences))
+    if metrics.objective == "memory":
+        return (metrics.levels["device"], metrics.time_per_work) + tiers + \
+            (-metrics.defaults_kept,)
     return (metrics.time_per_work,) + tiers + (metrics.levels["device"], -metrics.defaults_kept)

@@ -11,7 +11,7 @@ from typing import Any
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.ir import facts_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
-from kbsolve.solver.evaluate import Evaluator, options_read
+from kbsolve.program.evaluate import Evaluator, options_read
 
 MAX_RANGE_CHOICES = 256
 
@@ -26,6 +26,7 @@ class Problem:
     pinned: dict[str, Any] = field(default_factory=dict)
     budget_bytes: Fraction = Fraction(0)
     host_budget_bytes: Fraction | None = None  # CPU RAM per GPU process, when known
+    objective: str = "speed"  # speed | memory: what sort_key puts first
 
     @functools.cached_property
     def evaluator(self) -> Evaluator:

@@ -1,0 +1,548 @@
+"""Per-query tables over value indices: the fast evaluator of the core.
+
+The options a query leaves open are numbered 0..n-1 (the search order) and
+their values 0..d-1. Every IR node whose open options span at most LIMIT value
+combinations becomes a table over those indices, built once per query with
+numpy; a larger node stays an expression over tables. Arithmetic that is smooth
+(+ - * / min max abs) is tabled in float64; comparisons, ceil, floor and
+modulo, and everything below them, are tabled in exact Fractions, so that no
+rule, rounding or divisibility test rests on a rounding error. Decisions taken
+on floats are confirmed by the exact evaluator (program/evaluate.py).
+
+A cell answers two questions: its value at a full assignment, and the range of
+values it can still take when only the first k options of the order are set.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from kbsolve.dsl import ir
+from kbsolve.dsl.types import NUM
+
+LIMIT = 1 << 15  # cells of a float table
+EXACT_LIMIT = 1 << 12  # cells of a table of Fractions
+FRAGILE = {"<", "<=", ">", ">=", "==", "!=", "ceil", "floor", "%", "divisible"}
+UNKNOWN = None  # the range of an enum-valued expression
+
+
+class Table:
+    """Values over the open options `deps` (ascending axes), row-major. For a
+    search, prepare() lays the table out in the search's order of options."""
+
+    __slots__ = ("deps", "sizes", "array", "values", "kind", "exact", "strides", "_levels",
+                 "_search_deps")
+
+    def __init__(self, deps: tuple[int, ...], sizes: tuple[int, ...], array, kind: str,
+                 exact: bool):
+        self.deps, self.sizes, self.array, self.kind, self.exact = deps, sizes, array, kind, exact
+        self.values = array.ravel().tolist()
+        self.strides = _strides(sizes)
+        self._levels = None
+        self._search_deps = ()
+
+    def value(self, idx: list[int]):
+        at = 0
+        for axis, stride in zip(self.deps, self.strides):
+            at += idx[axis] * stride
+        return self.values[at]
+
+    def prepare(self, position: list[int], allowed: list) -> None:
+        """Ranges for bound(): the table's axes in search order (`position`:
+        axis -> place in the order), over the allowed values (a mask per axis)."""
+        perm = sorted(range(len(self.deps)), key=lambda i: position[self.deps[i]])
+        places = [position[self.deps[i]] for i in perm]
+        sizes = [self.sizes[i] for i in perm]
+        low = self.array.astype(np.int8) if self.kind == "bool" else self.array
+        low = np.transpose(low, perm) if perm != sorted(perm) else low
+        mask = np.ones(sizes, dtype=bool)
+        for i, place in enumerate(places):
+            shape = [1] * len(sizes)
+            shape[i] = sizes[i]
+            mask = mask & allowed[place].reshape(shape)
+        if mask.all():
+            high = low
+        elif self.kind == "num":
+            low, high = np.where(mask, low, np.inf), np.where(mask, low, -np.inf)
+        else:
+            low, high = np.where(mask, low, 1), np.where(mask, low, 0)
+        levels = [None] * (len(places) + 1)
+        levels[-1] = (_strides(sizes), low.ravel().tolist(), high.ravel().tolist())
+        for j in range(len(places) - 1, -1, -1):
+            low, high = low.min(axis=-1), high.max(axis=-1)
+            levels[j] = (_strides(sizes[:j]), low.ravel().tolist(), high.ravel().tolist())
+        self._levels = levels
+        self._search_deps = tuple(places)
+
+    def bound(self, k: int, idx: list[int]):
+        """(low, high) over every completion of the first k options of the
+        search order; `idx` holds value indices by place in that order."""
+        deps = self._search_deps
+        if self.kind == "code":
+            return UNKNOWN if any(a >= k for a in deps) else (self._at(idx),) * 2
+        j = bisect.bisect_left(deps, k)
+        strides, low, high = self._levels[j]
+        at = 0
+        for t in range(j):
+            at += idx[deps[t]] * strides[t]
+        return low[at], high[at]
+
+    def _at(self, idx):
+        strides, low, _ = self._levels[-1]
+        return low[sum(idx[d] * s for d, s in zip(self._search_deps, strides))]
+
+    def spread(self, allowed: list) -> dict[int, float]:
+        """Per axis: how far fixing it to its worst allowed value lifts the
+        table's minimum (num tables; for ordering a search)."""
+        if self.kind != "num" or not self.deps:
+            return {}
+        array = np.asarray(self.array, dtype=float)
+        mask = np.ones(self.sizes, dtype=bool)
+        for i, axis in enumerate(self.deps):
+            shape = [1] * len(self.sizes)
+            shape[i] = self.sizes[i]
+            mask = mask & allowed[axis].reshape(shape)
+        if not mask.any():
+            return {}
+        masked = np.where(mask, array, np.inf)
+        floor = float(masked.min())
+        out = {}
+        for i, axis in enumerate(self.deps):
+            others = tuple(j for j in range(len(self.sizes)) if j != i)
+            per_value = masked.min(axis=others) if others else masked
+            per_value = per_value[allowed[axis]]
+            per_value = per_value[np.isfinite(per_value)]
+            if per_value.size:
+                out[axis] = float(per_value.max()) - floor
+        return out
+
+
+class Expr:
+    """An operation over cells too large to table together."""
+
+    __slots__ = ("op", "args", "kind", "exact", "deps")
+
+    def __init__(self, op: str, args: list, kind: str, exact: bool):
+        self.op, self.args, self.kind, self.exact = op, args, kind, exact
+        self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
+
+    def value(self, idx: list[int]):
+        op, args = self.op, self.args
+        if op == "if":
+            return args[1].value(idx) if args[0].value(idx) else args[2].value(idx)
+        if op == "and":
+            return bool(args[0].value(idx)) and bool(args[1].value(idx))
+        if op == "or":
+            return bool(args[0].value(idx)) or bool(args[1].value(idx))
+        if op == "implies":
+            return (not args[0].value(idx)) or bool(args[1].value(idx))
+        return _SCALAR[op](*[a.value(idx) for a in args])
+
+    def bound(self, k: int, idx: list[int]):
+        ranges = [a.bound(k, idx) for a in self.args]
+        return _interval(self.op, ranges, self.exact)
+
+    def prepare(self, position, allowed) -> None:
+        pass
+
+    def tables(self, found: dict) -> dict:
+        for arg in self.args:
+            if id(arg) not in found:
+                found[id(arg)] = arg
+                if isinstance(arg, Expr):
+                    arg.tables(found)
+        return found
+
+
+def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
+    """A num table that is +inf wherever a rule sharing its options fails: the
+    same lower bounds over feasible plans, but tighter ones. Rules are folded in
+    while the table stays within `limit` cells."""
+    if not isinstance(cell, Table) or cell.kind != "num" or not cell.deps:
+        return cell
+    deps = set(cell.deps)
+    chosen = []
+    for rule in rules:
+        if isinstance(rule, Table) and rule.deps and deps & set(rule.deps):
+            union = deps | set(rule.deps)
+            if math.prod(sizes[a] for a in union) <= limit:
+                deps = union
+                chosen.append(rule)
+    if not chosen:
+        return cell
+    axes = tuple(sorted(deps))
+    shape = tuple(sizes[a] for a in axes)
+    array = np.broadcast_to(_spread(cell, axes, shape, cell.exact), shape)
+    ok = np.ones(shape, dtype=bool)
+    for rule in chosen:
+        ok = ok & _spread(rule, axes, shape, True)
+    if cell.exact:
+        array = array.astype(float)
+    return Table(axes, shape, np.ascontiguousarray(np.where(ok, array, np.inf)), "num", False)
+
+
+class Tables:
+    """The cells of one problem, for an order of its open options."""
+
+    def __init__(self, problem, order: list[str]):
+        self.problem = problem
+        self.order = order
+        self.axis = {key: i for i, key in enumerate(order)}
+        self.sizes = [len(problem.choices[key]) for key in order]
+        self.codes: dict[str, int] = {}
+        self._cells: dict[tuple[int, bool], tuple[Any, Any]] = {}
+        self._lets: dict[tuple[str, bool], Any] = {}
+        self._keep: list = []  # synthetic nodes, kept alive so that their ids stay unique
+
+    # ---- building
+    def cell(self, node: ir.Node, exact: bool = False):
+        key = (id(node), exact)
+        found = self._cells.get(key)
+        if found is None or found[0] is not node:
+            found = (node, self._build(node, exact))
+            self._cells[key] = found
+        return found[1]
+
+    def synthetic(self, node: ir.Node, exact: bool = False):
+        self._keep.append(node)
+        return self.cell(node, exact)
+
+    def divided(self, top: ir.Node, bottom: ir.Node):
+        return self.synthetic(ir.Op("/", (top, bottom), NUM, top.span))
+
+    def code(self, text: str) -> int:
+        return self.codes.setdefault(text, len(self.codes))
+
+    def constant(self, value, exact: bool) -> Table:
+        if isinstance(value, bool):
+            array, kind = np.array(value), "bool"
+        elif isinstance(value, str):
+            array, kind = np.array(self.code(value), dtype=np.int64), "code"
+        elif exact:
+            array, kind = np.empty((), dtype=object), "num"
+            array[()] = Fraction(value)
+        else:
+            array, kind = np.array(float(value)), "num"
+        return Table((), (), array, kind, exact)
+
+    def _build(self, node: ir.Node, exact: bool):
+        p = self.problem
+        if isinstance(node, ir.Const):
+            return self.constant(node.value, exact)
+        if isinstance(node, ir.FactRef):
+            return self.constant(p.evaluator.run(node, {}), exact)
+        if isinstance(node, ir.OptionRef):
+            return self._option(node.option, exact)
+        if isinstance(node, ir.LetRef):
+            return self.cell(p.kb.lets[node.let].expr, exact)
+        if isinstance(node, ir.MemorySum):
+            parts = [self.cell(t.expr, exact) for t in p.items(p.kb.memory)
+                     if t.framework == node.framework and t.level == node.level
+                     and t.location == "gpu"]
+            return self.total(parts, exact)
+        mode = exact or node.op in FRAGILE  # a fragile operation works on Fractions
+        args = [self.cell(a, mode) for a in node.args]
+        return self.combine(node.op, args, _kind(node), mode)
+
+    def _option(self, key: str, exact: bool):
+        p = self.problem
+        if key not in self.axis:
+            return self.constant(p.fixed[key] if key in p.fixed else p.kb.options[key].default,
+                                 exact)
+        values = p.choices[key]
+        if all(isinstance(v, bool) for v in values):
+            array, kind = np.array(values, dtype=bool), "bool"
+        elif all(isinstance(v, str) for v in values):
+            array, kind = np.array([self.code(v) for v in values], dtype=np.int64), "code"
+        elif exact:
+            array, kind = np.empty(len(values), dtype=object), "num"
+            array[:] = [Fraction(v) for v in values]
+        else:
+            array, kind = np.array([float(v) for v in values]), "num"
+        axis = self.axis[key]
+        return Table((axis,), (self.sizes[axis],), array, kind, exact)
+
+    def total(self, parts: list, exact: bool):
+        if not parts:
+            return self.constant(0, exact)
+        result = parts[0]
+        for part in parts[1:]:
+            result = self.combine("+", [result, part], "num", exact)
+        return result
+
+    def combine(self, op: str, args: list, kind: str, exact: bool):
+        """A table of op(args) when the args are tables small enough together."""
+        deps = tuple(sorted(set().union(*[a.deps for a in args])))
+        size = math.prod(self.sizes[a] for a in deps)
+        if all(isinstance(a, Table) for a in args) and \
+                size <= (EXACT_LIMIT if exact or _exact_args(args) else LIMIT):
+            shape = tuple(self.sizes[a] for a in deps)
+            arrays = [_spread(a, deps, shape, exact) for a in args]
+            with np.errstate(all="ignore"):
+                array = np.asarray(_VECTOR[op](*arrays))
+            array = np.broadcast_to(array, shape)
+            if kind == "num" and not exact and array.dtype == object:
+                array = array.astype(float)
+            elif kind == "bool":
+                array = array.astype(bool)
+            return Table(deps, shape, np.ascontiguousarray(array), kind, exact)
+        if op == "+" and isinstance(args[0], Expr) and args[0].op == "sum":
+            return Expr("sum", args[0].args + [args[1]], kind, exact)
+        return Expr("sum" if op == "+" else op, list(args), kind, exact)
+
+
+def _kind(node: ir.Node) -> str:
+    kind = node.type.kind
+    return "num" if kind == "num" else "bool" if kind == "bool" else "code"
+
+
+def _exact_args(args) -> bool:
+    return any(a.exact and a.kind == "num" and a.deps for a in args)
+
+
+def _strides(sizes) -> tuple[int, ...]:
+    out, step = [], 1
+    for size in reversed(sizes):
+        out.append(step)
+        step *= size
+    return tuple(reversed(out))
+
+
+def _spread(table: Table, deps: tuple[int, ...], shape: tuple[int, ...], exact: bool):
+    """The table's array reshaped to broadcast over `deps`."""
+    array = table.array
+    if table.kind == "num" and table.exact and not exact:
+        array = array.astype(float)
+    elif table.kind == "num" and exact and not table.exact:
+        raise AssertionError("an exact table built from a float one")
+    return array.reshape([shape[i] if axis in table.deps else 1
+                          for i, axis in enumerate(deps)])
+
+
+def _fraction(fn):
+    return np.frompyfunc(fn, 2, 1)
+
+
+def _div(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b if b else math.nan
+    return Fraction(a) / b if b else math.nan
+
+
+def _finite(*values) -> bool:
+    return all(not isinstance(v, float) or math.isfinite(v) for v in values)
+
+
+def _mod(a, b):
+    if not _finite(a, b):
+        return math.nan
+    return Fraction(0) if b == 0 else Fraction(a) % Fraction(b)
+
+
+def _divisible(a, b):
+    return _finite(a, b) and b != 0 and Fraction(a) % Fraction(b) == 0
+
+
+def _ceil(a):
+    return Fraction(math.ceil(a)) if _finite(a) else a
+
+
+def _floor(a):
+    return Fraction(math.floor(a)) if _finite(a) else a
+
+
+_DIV = _fraction(_div)
+_MOD = _fraction(_mod)
+_DIVISIBLE = _fraction(_divisible)
+_CEIL = np.frompyfunc(_ceil, 1, 1)
+_FLOOR = np.frompyfunc(_floor, 1, 1)
+
+
+def _vdiv(a, b):
+    if a.dtype == object or b.dtype == object:
+        return _DIV(a, b)
+    return np.where(b != 0, a / np.where(b != 0, b, 1), np.nan)
+
+
+def _nary(fn):
+    def run(*arrays):
+        result = arrays[0]
+        for other in arrays[1:]:
+            result = fn(result, other)
+        return result
+    return run
+
+
+def _count(limit_ok):
+    def run(*arrays):
+        total = sum(np.asarray(a).astype(np.int64) for a in arrays)
+        return limit_ok(total)
+    return run
+
+
+_VECTOR = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _vdiv,
+    "neg": lambda a: -a, "abs": lambda a: abs(a),
+    "min": _nary(np.minimum), "max": _nary(np.maximum),
+    "ceil": lambda a: _CEIL(a), "floor": lambda a: _FLOOR(a),
+    "%": lambda a, b: _MOD(a, b), "divisible": lambda a, b: _DIVISIBLE(a, b),
+    "==": lambda a, b: np.asarray(a == b, dtype=bool),
+    "!=": lambda a, b: np.asarray(a != b, dtype=bool),
+    "<": lambda a, b: np.asarray(a < b, dtype=bool), "<=": lambda a, b: np.asarray(a <= b, dtype=bool),
+    ">": lambda a, b: np.asarray(a > b, dtype=bool), ">=": lambda a, b: np.asarray(a >= b, dtype=bool),
+    "not": lambda a: ~a.astype(bool), "and": lambda a, b: a.astype(bool) & b.astype(bool),
+    "or": lambda a, b: a.astype(bool) | b.astype(bool),
+    "implies": lambda a, b: ~a.astype(bool) | b.astype(bool),
+    "if": lambda c, a, b: np.where(c.astype(bool), a, b),
+    "at_most_one": _count(lambda n: n <= 1), "exactly_one": _count(lambda n: n == 1),
+    "sum": _nary(lambda a, b: a + b),
+}
+
+
+def _sdiv(a, b):
+    if b == 0:
+        return math.nan
+    return a / b if isinstance(a, float) or isinstance(b, float) else Fraction(a) / b
+
+
+_SCALAR = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _sdiv,
+    "neg": lambda a: -a, "abs": abs, "min": min, "max": max,
+    "ceil": _ceil, "floor": _floor, "%": _mod, "divisible": _divisible, "not": lambda a: not a,
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "at_most_one": lambda *a: sum(bool(x) for x in a) <= 1,
+    "exactly_one": lambda *a: sum(bool(x) for x in a) == 1,
+    "sum": lambda *a: sum(a),
+}
+
+
+# ---- interval arithmetic: sound ranges for expressions over partly set options
+
+EPS = 1e-9  # relative widening of float ranges that feed a fragile operation
+
+
+def _widen(r, exact: bool):
+    if r is UNKNOWN or exact:
+        return r
+    lo, hi = r
+    return lo - abs(lo) * EPS - 1e-300, hi + abs(hi) * EPS + 1e-300
+
+
+def _interval(op: str, ranges: list, exact: bool):
+    if op == "if":
+        c, a, b = ranges
+        if c is UNKNOWN:
+            return UNKNOWN
+        if c[0]:
+            return a
+        if not c[1]:
+            return b
+        if a is UNKNOWN or b is UNKNOWN:
+            return UNKNOWN
+        return min(a[0], b[0]), max(a[1], b[1])
+    if any(r is UNKNOWN for r in ranges):
+        return (0, 1) if op in _BOOL_RESULT else UNKNOWN
+    if op in _LINEAR:
+        return _LINEAR[op](*ranges)
+    if op in FRAGILE:
+        ranges = [_widen(r, exact) for r in ranges]
+    return _OTHER[op](ranges)
+
+
+def _add(a, b):
+    return a[0] + b[0], a[1] + b[1]
+
+
+def _mul(a, b):
+    products = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+    products = [0 if p != p else p for p in products]  # 0 * inf
+    return min(products), max(products)
+
+
+def _divr(a, b):
+    if b[0] <= 0 <= b[1] or not _finite(b[0], b[1]):
+        return (-math.inf, math.inf)
+    return _mul(a, (1 / b[1], 1 / b[0]))
+
+
+_LINEAR = {
+    "+": _add, "-": lambda a, b: (a[0] - b[1], a[1] - b[0]), "*": _mul, "/": _divr,
+    "neg": lambda a: (-a[1], -a[0]),
+    "min": lambda *r: (min(x[0] for x in r), min(x[1] for x in r)),
+    "max": lambda *r: (max(x[0] for x in r), max(x[1] for x in r)),
+    "sum": lambda *r: (sum(x[0] for x in r), sum(x[1] for x in r)),
+    "abs": lambda a: (0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1])),
+                      max(abs(a[0]), abs(a[1]))),
+    "not": lambda a: (1 - a[1], 1 - a[0]),
+    "and": lambda a, b: (min(a[0], b[0]), min(a[1], b[1])),
+    "or": lambda a, b: (max(a[0], b[0]), max(a[1], b[1])),
+    "implies": lambda a, b: (max(1 - a[1], b[0]), max(1 - a[0], b[1])),
+}
+
+
+def _compare(test_all, test_any):
+    def run(ranges):
+        a, b = ranges
+        return int(test_all(a, b)), int(test_any(a, b))
+    return run
+
+
+def _equal(ranges):
+    a, b = ranges
+    if a[0] == a[1] == b[0] == b[1]:
+        return 1, 1
+    return 0, int(a[0] <= b[1] and b[0] <= a[1])
+
+
+def _counted(ok):
+    def run(ranges):
+        low = sum(r[0] for r in ranges)
+        high = sum(r[1] for r in ranges)
+        outcomes = {ok(n) for n in range(int(low), int(high) + 1)}
+        return int(all(outcomes)), int(any(outcomes))
+    return run
+
+
+def _stepped(fn):
+    def run(ranges):
+        (lo, hi), = ranges
+        return fn(lo), fn(hi)
+    return run
+
+
+def _modr(ranges):
+    a, b = ranges
+    if a[0] == a[1] and b[0] == b[1]:
+        value = _mod(a[0], b[0])
+        return value, value
+    return (0, max(abs(b[0]), abs(b[1]))) if b[0] >= 0 else (-math.inf, math.inf)
+
+
+def _divisibler(ranges):
+    a, b = ranges
+    if a[0] == a[1] and b[0] == b[1]:
+        ok = int(_divisible(a[0], b[0]))
+        return ok, ok
+    return 0, 1
+
+
+_OTHER = {
+    "<": _compare(lambda a, b: a[1] < b[0], lambda a, b: a[0] < b[1]),
+    "<=": _compare(lambda a, b: a[1] <= b[0], lambda a, b: a[0] <= b[1]),
+    ">": _compare(lambda a, b: a[0] > b[1], lambda a, b: a[1] > b[0]),
+    ">=": _compare(lambda a, b: a[0] >= b[1], lambda a, b: a[1] >= b[0]),
+    "==": _equal,
+    "!=": lambda r: (1 - _equal(r)[1], 1 - _equal(r)[0]),
+    "ceil": _stepped(_ceil), "floor": _stepped(_floor),
+    "%": _modr, "divisible": _divisibler,
+    "at_most_one": _counted(lambda n: n <= 1), "exactly_one": _counted(lambda n: n == 1),
+}
+
+_BOOL_RESULT = {"<", "<=", ">", ">=", "==", "!=", "not", "and", "or", "implies", "divisible",
+                "at_most_one", "exactly_one"}

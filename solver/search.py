@@ -1,0 +1,423 @@
+"""Exact branch and bound over the finite domains, on the problem's tables.
+
+Options are set one at a time in a fixed order. At every node the tables give
+sound ranges for what the open options can still reach: a rule that can no
+longer hold, memory that can no longer fit, or an objective that can no longer
+beat the incumbent prunes the branch. Ranges are computed in floats, widened
+where they feed a comparison, and every incumbent is confirmed by the exact
+evaluator, so the optimum is exact. The work is counted in nodes, never in
+seconds: the same query explores the same tree on any machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from kbsolve.program.metrics import Metrics, measure, sort_key
+from kbsolve.program.tables import Expr, Table, Tables, masked
+
+NODE_BUDGET = 200_000
+TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
+
+
+class Exhausted(Exception):
+    pass
+
+
+@dataclass
+class Found:
+    status: str  # optimal | infeasible | budget
+    chosen: dict[str, Any] | None
+    metrics: Metrics | None
+    nodes: int
+
+
+class Search:
+    """The tables and bounds of one problem, ready for many searches."""
+
+    def __init__(self, problem):
+        self.p = problem
+        self.keys = sorted(problem.choices)  # the tables' axes
+        t = self.tables = Tables(problem, self.keys)
+        n = len(self.keys)
+        self.rules = [(f"rule:{r.framework}.{r.id}", t.cell(r.constraint))
+                      for r in problem.items(problem.kb.rules)]
+        for option in problem.options:
+            if option.when is not None and option.key in t.axis:
+                self.rules.append((f"when:{option.key}",
+                                   t.combine("or", [t.cell(option.when),
+                                                    self._is_default(option.key)],
+                                             "bool", False)))
+        gpu = [m for m in problem.items(problem.kb.memory) if m.location == "gpu"]
+        host = [m for m in problem.items(problem.kb.memory) if m.location == "host"]
+        self.memory = [t.cell(m.expr) for m in gpu]
+        self.host = [t.cell(m.expr) for m in host] if problem.host_budget_bytes is not None \
+            else []
+        self.budget = float(problem.budget_bytes)
+        self.host_budget = float(problem.host_budget_bytes or 0)
+        self.time = self._time()
+        self.tiers = self._preferences()
+        self.objective = problem.objective
+        self._fold_rules()
+        self.cells = self._cells()
+
+    def _fold_rules(self) -> None:
+        """Bounds see the rules: each summand of memory, time and preferences
+        becomes +inf where a rule over its options fails (program/tables.masked)."""
+        rules = [c for _, c in self.rules]
+        sizes = self.tables.sizes
+        self.memory = [masked(c, rules, sizes) for c in self.memory]
+        self.host = [masked(c, rules, sizes) for c in self.host]
+        self.time = self._fold(self.time, rules, sizes)
+
+    def _fold(self, cell, rules, sizes):
+        if isinstance(cell, Expr) and cell.op in ("*", "sum"):
+            args = [self._fold(a, rules, sizes) for a in cell.args]
+            return Expr(cell.op, args, cell.kind, cell.exact)
+        return masked(cell, rules, sizes)
+
+    def _cells(self) -> list:
+        found: dict = {}
+        roots = [c for _, c in self.rules] + self.memory + self.host + [self.time] + self.tiers
+        for root in roots:
+            found[id(root)] = root
+            if isinstance(root, Expr):
+                root.tables(found)
+        return list(found.values())
+
+    def _plan_order(self, allowed: list) -> list[int]:
+        """The axes in search order: pinned or settled options first, then by how
+        far each can lift the time (or memory) bound and the memory bound."""
+        score = [0.0] * len(self.keys)
+        for cell in self.cells:
+            if not isinstance(cell, Table) or cell.kind != "num":
+                continue
+            for axis, lift in cell.spread(allowed).items():
+                score[axis] = max(score[axis], lift / max(abs(float(
+                    np.nanmin(np.asarray(cell.array, dtype=float)))), 1e-30))
+        for cell in self.memory:
+            if isinstance(cell, Table):
+                for axis, lift in cell.spread(allowed).items():
+                    score[axis] += lift / max(self.budget, 1.0)
+        return sorted(range(len(self.keys)), key=lambda a: (allowed[a].sum() > 1, -score[a],
+                                                            self.keys[a]))
+
+    # ---- building
+    def _is_default(self, key: str) -> Table:
+        values = self.p.choices[key]
+        default = self.p.kb.options[key].default
+        axis = self.tables.axis[key]
+        array = np.array([v == default for v in values], dtype=bool)
+        return Table((axis,), (len(values),), array, "bool", True)
+
+    def _time(self):
+        t, p = self.tables, self.p
+        speed = p.items(p.kb.speed)
+        work = p.throughput_work
+        parts = [t.divided(s.expr, work.expr) if work is not None else t.cell(s.expr)
+                 for s in speed if s.kind == "time"]
+        total = t.total(parts, False)
+        for factor in (s for s in speed if s.kind == "factor"):
+            total = t.combine("*", [total, t.cell(factor.expr)], "num", False)
+        return total
+
+    def _preferences(self) -> list:
+        t, p = self.tables, self.p
+        tiers: dict[int, list] = {}
+        for pref in p.items(p.kb.preferences):
+            cell = t.cell(pref.expr)
+            weight = t.constant(pref.weight, False)
+            score = t.combine("if", [cell, weight, t.constant(0, False)], "num", False) \
+                if cell.kind == "bool" else t.combine("*", [weight, cell], "num", False)
+            tiers.setdefault(pref.tier, []).append(score)
+        return [t.total(scores, False) for _, scores in sorted(tiers.items())]
+
+    # ---- domains
+    def domains(self, fixed: dict[str, Any] | None = None, why: dict | None = None):
+        """A mask of the values left to each option (by axis) after pins,
+        `fixed` and arc consistency on the rule tables; None when some option
+        has none left. `why` collects (axis, value index) -> the rule that
+        removed it, and "empty" -> the rule that emptied a domain."""
+        p = self.p
+        allowed = []
+        for key in self.keys:
+            values = p.choices[key]
+            if fixed and key in fixed:
+                wanted = [fixed[key]]
+            elif key in p.pinned:
+                wanted = [p.pinned[key]]
+            else:
+                wanted = values
+            allowed.append(np.array([v in wanted for v in values], dtype=bool))
+        changed = True
+        tables = [(name, c) for name, c in self.rules if isinstance(c, Table)]
+        while changed:
+            changed = False
+            for name, cell in tables:
+                if not cell.deps:
+                    if not cell.values[0]:
+                        if why is not None:
+                            why["empty"] = name
+                        return None
+                    continue
+                masked_ = cell.array
+                for i, axis in enumerate(cell.deps):
+                    shape = [1] * len(cell.deps)
+                    shape[i] = cell.sizes[i]
+                    masked_ = masked_ & allowed[axis].reshape(shape)
+                for i, axis in enumerate(cell.deps):
+                    others = tuple(j for j in range(len(cell.deps)) if j != i)
+                    support = masked_.any(axis=others) if others else masked_
+                    lost = allowed[axis] & ~support
+                    if lost.any():
+                        if why is not None:
+                            for value in np.flatnonzero(lost):
+                                why.setdefault((axis, int(value)), name)
+                        allowed[axis] = allowed[axis] & support
+                        changed = True
+                        if not allowed[axis].any():
+                            if why is not None:
+                                why["empty"] = name
+                            return None
+        return allowed
+
+    # ---- the search
+    def prepare(self) -> bool:
+        """Domains, order and bounds for this problem; False when the rules and
+        pins leave some option no value."""
+        if hasattr(self, "allowed"):
+            return self.allowed is not None
+        self.why: dict = {}
+        self.allowed = self.domains(why=self.why)
+        if self.allowed is None:
+            return False
+        p = self.p
+        axes = self._plan_order(self.allowed)
+        self.order = [self.keys[a] for a in axes]
+        self.place = {key: i for i, key in enumerate(self.order)}
+        position = [0] * len(axes)
+        for place, axis in enumerate(axes):
+            position[axis] = place
+        in_order = [self.allowed[a] for a in axes]
+        for cell in self.cells:
+            cell.prepare(position, in_order)
+        self.base_domains = [list(np.flatnonzero(mask)) for mask in in_order]
+        self.defaults = [p.choices[k].index(p.kb.options[k].default)
+                         if p.kb.options[k].default in p.choices[k] else -1 for k in self.order]
+        self.rules_at = [[] for _ in axes]
+        for _, cell in self.rules:
+            places = cell._search_deps if isinstance(cell, Table) else \
+                [position[a] for a in cell.deps]
+            for place in places:
+                self.rules_at[place].append(cell)
+        self.memory_at = [[i for i, c in enumerate(self.memory) if axis in c.deps]
+                          for axis in axes]
+        self.host_at = [[i for i, c in enumerate(self.host) if axis in c.deps] for axis in axes]
+        return True
+
+    def run(self, start: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
+            budget: int = NODE_BUDGET, first: bool = False) -> Found:
+        """The exact optimum (or, with first=True, any feasible plan) with the
+        options in `fixed` held; `start` orders the values to try first."""
+        if not self.prepare():
+            return Found("infeasible", None, None, 0)
+        p = self.p
+        domains = [list(d) for d in self.base_domains]
+        for key, value in (fixed or {}).items():
+            place = self.place[key]
+            index = p.choices[key].index(value)
+            if index not in domains[place]:
+                return Found("infeasible", None, None, 0)
+            domains[place] = [index]
+        if start:
+            for place, key in enumerate(self.order):
+                preferred = p.choices[key].index(start[key]) if start.get(key) in \
+                    p.choices[key] else -1
+                if preferred in domains[place]:
+                    domains[place].remove(preferred)
+                    domains[place].insert(0, preferred)
+        state = _State(self, domains, budget, first)
+        try:
+            state.dfs(0)
+            status = "optimal"
+        except Exhausted:
+            status = "budget"
+        except _Done:
+            status = "optimal"
+        if state.best is None:
+            return Found("infeasible" if status == "optimal" else "budget", None, None,
+                         state.nodes)
+        return Found(status, state.best[0], state.best[1], state.nodes)
+
+    def clash(self, key: str, value, start: dict[str, Any], budget: int) -> list[str] | None:
+        """None when some feasible plan has key=value; else the parts that rule
+        it out ('rule:...', 'when:...', 'memory:fit'); "budget" when undecided."""
+        self.last_found = None
+        if not self.prepare():
+            return None
+        axis = self.keys.index(key)
+        index = self.p.choices[key].index(value)
+        if not self.allowed[axis][index]:
+            return [self.why.get((axis, index), "memory:fit")]
+        why: dict = {}
+        if self.domains({key: value}, why) is None:
+            return sorted({why["empty"], *(r for r in why.values() if r != why["empty"])})[:3] \
+                if "empty" in why else ["memory:fit"]
+        found = self.run(start=start, fixed={key: value}, budget=budget, first=True)
+        self.last_found = (found.chosen, found.metrics) if found.chosen is not None else None
+        if found.status == "budget":
+            return "budget"
+        return None if found.chosen is not None else (
+            ["memory:host_fit"] if self._host_only() else ["memory:fit"])
+
+    def _host_only(self) -> bool:
+        return False
+
+    def assignment(self, idx: list[int]) -> dict[str, Any]:
+        return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
+
+
+class _Done(Exception):
+    pass
+
+
+class _State:
+    def __init__(self, search: Search, domains, budget: int, first: bool):
+        self.s = search
+        self.domains = domains
+        self.budget = budget
+        self.first = first
+        self.nodes = 0
+        n = len(search.order)
+        self.idx = [0] * n
+        self.best: tuple[dict, Metrics] | None = None
+        self.best_key: tuple | None = None  # exact
+        self.best_float: tuple | None = None
+        self.mem = [c.bound(0, self.idx)[0] for c in search.memory]
+        self.host = [c.bound(0, self.idx)[0] for c in search.host]
+        self.mem_total = sum(self.mem)
+        self.host_total = sum(self.host)
+        self.free_defaults = [sum(1 for a in range(k, n) if search.defaults[a] in domains[a])
+                              for k in range(n + 1)]
+
+    def dfs(self, k: int, defaults: int = 0) -> None:
+        """Children in the order of their bounds, best first, so that the first
+        leaves reached are good incumbents; each is re-checked before descent."""
+        s = self.s
+        if k == len(s.order):
+            self.leaf(defaults)
+            return
+        children = []
+        for value in self.domains[k]:
+            self.nodes += 1
+            if self.nodes > self.budget:
+                raise Exhausted
+            self.idx[k] = value
+            if not self._rules_hold(k):
+                continue
+            saved = self._update_memory(k)
+            if self._fits():
+                kept = defaults + (value == s.defaults[k])
+                bound = (self.mem_total,) if self.first else self._bounds(k + 1, kept)
+                children.append((bound, value, kept))
+            self._restore_memory(saved)
+        if len(children) > 1:  # a feasibility search tries the smallest first
+            children.sort(key=_sortable)
+        for bound, value, kept in children:
+            if self.best_float is not None and not self.first and \
+                    not _lex_less(bound, self.best_float, True):
+                continue
+            self.idx[k] = value
+            saved = self._update_memory(k)
+            self.dfs(k + 1, kept)
+            self._restore_memory(saved)
+
+    def _fits(self) -> bool:
+        s = self.s
+        return self.mem_total <= s.budget * (1 + TOLERANCE) and \
+            (not s.host or self.host_total <= s.host_budget * (1 + TOLERANCE))
+
+    def _rules_hold(self, k: int) -> bool:
+        idx = self.idx
+        for cell in self.s.rules_at[k]:
+            if not cell.bound(k + 1, idx)[1]:
+                return False
+        return True
+
+    def _update_memory(self, k: int):
+        s, idx = self.s, self.idx
+        saved = (self.mem_total, self.host_total, [(i, self.mem[i]) for i in s.memory_at[k]],
+                 [(i, self.host[i]) for i in s.host_at[k]])
+        for i in s.memory_at[k]:
+            low = s.memory[i].bound(k + 1, idx)[0]
+            self.mem_total += low - self.mem[i]
+            self.mem[i] = low
+        for i in s.host_at[k]:
+            low = s.host[i].bound(k + 1, idx)[0]
+            self.host_total += low - self.host[i]
+            self.host[i] = low
+        return saved
+
+    def _restore_memory(self, saved) -> None:
+        self.mem_total, self.host_total, mem, host = saved
+        for i, value in mem:
+            self.mem[i] = value
+        for i, value in host:
+            self.host[i] = value
+
+    def _bounds(self, k: int, defaults: int) -> tuple:
+        s, idx = self.s, self.idx
+        time = s.time.bound(k, idx)[0]
+        prefs = tuple(-tier.bound(k, idx)[1] for tier in s.tiers)
+        memory = self.mem_total
+        kept = -(defaults + self.free_defaults[k])
+        return _objective(s.objective, time, prefs, memory, kept)
+
+    def _may_beat(self, k: int, defaults: int) -> bool:
+        return _lex_less(self._bounds(k, defaults), self.best_float, allow_equal=True)
+
+    def leaf(self, defaults: int) -> None:
+        s = self.s
+        key = self._bounds(len(s.order), defaults)
+        if self.best_float is not None and not _lex_less(key, self.best_float,
+                                                           allow_equal=True):
+            return
+        assignment = s.assignment(self.idx)
+        metrics = measure(s.p, {**s.p.fixed, **assignment})
+        if not metrics.feasible:
+            return
+        exact = sort_key(metrics)
+        if self.best_key is None or exact < self.best_key:
+            self.best = (assignment, metrics)
+            self.best_key = exact
+            self.best_float = tuple(float(x) for x in exact)
+            if self.first:
+                raise _Done
+
+
+def _sortable(child) -> tuple:
+    bound, value, _ = child
+    return tuple(x if x == x else -float("inf") for x in bound) + (value,)
+
+
+def _objective(objective: str, time, prefs: tuple, memory, kept) -> tuple:
+    if objective == "memory":
+        return (memory, time) + prefs + (kept,)
+    return (time,) + prefs + (memory, kept)
+
+
+def _lex_less(a: tuple, b: tuple, allow_equal: bool) -> bool:
+    """a < b, components within TOLERANCE counting as equal (then the next decides)."""
+    for x, y in zip(a, b):
+        if x != x or y != y:  # nan: no information
+            return True
+        slack = TOLERANCE * max(abs(x), abs(y))
+        if x < y - slack:
+            return True
+        if x > y + slack:
+            return False
+    return allow_equal
