@@ -108,10 +108,11 @@ Expr = Union[Num, Str, Bool, Ref, Call, Unary, Binary, InSet, IfElse, Match]
 
 @dataclass(frozen=True)
 class TypeExpr:
-    """`bool`, `enum [..]`, `int [..]`, `int a..b`, `int`, `num [..]`, `num`, `str` or a unit."""
+    """`bool`, `enum [..]`, `int [..]`, `int a..b`, `int`, `num [..]`, `num`, `str`, a
+    unit (or, in the vocabulary, an enum's name), or `[TYPE]` (a list; fields only)."""
 
-    kind: str  # bool | enum | int | num | str | unit
-    values: tuple = ()  # enum strings or int/num set members
+    kind: str  # bool | enum | int | num | str | unit | list
+    values: tuple = ()  # enum strings, int/num set members, or a list's element type
     low: Fraction | None = None
     high: Fraction | None = None
     unit: str | None = None
@@ -169,9 +170,9 @@ class Decl:
     params: tuple[str, ...] = ()
     rule_kind: str = ""  # require | forbid
     unit: str | None = None
-    target: str = ""  # emit target, check category, fact prefix
+    target: str = ""  # emit target, check category, fact or field group, extended enum
     target_span: Span | None = field(default=None, compare=False)
-    key: str = ""  # emit key, fact field
+    key: str = ""  # emit key, fact or field name
     titles: tuple[str, ...] = ()  # category/check titles (en, zh)
 
     def clauses_of(self, kind: str) -> tuple[Clause, ...]:

@@ -13,13 +13,16 @@ from kbsolve.dsl.kb import Meta
 _META = {"doc", "because", "source"}
 _REPEATABLE = {"emit", "alias", "value_alias", "file", "launch", "models", "recommend",
                "advice", "judges", "d_import", "d_cli", "d_yaml_key", "d_path",
-               "d_dependency", "d_remote", "t_given", "t_pin", "t_expect"}
+               "d_dependency", "d_remote", "t_given", "t_pin", "t_expect", "bound"}
 
 ALLOWED: dict[str, set[str]] = {
     "framework": _META | {"models", "task", "version", "unknown_keys", "file", "launch", "peak"},
     "option": _META | {"emit", "alias", "value_alias", "when", "from", "origin", "versions"},
     "nokey": _META,
     "fact": _META,
+    "field": _META | {"optional", "bound", "when"},
+    "enum": _META,
+    "extend": _META,
     "let": _META,
     "def": _META,
     "rule": _META | {"versions"},
@@ -37,8 +40,9 @@ ALLOWED: dict[str, set[str]] = {
     "test": {"doc", "t_given", "t_pin", "t_expect"},
 }
 
-# Declarations that always need a because and a source.
-NEEDS_REASON = {"rule", "warn", "prefer", "memory", "speed", "work"}
+# Declarations that always need a because and a source (the vocabulary too: it
+# is knowledge like any other, and a pack's new GPU vendor must say why).
+NEEDS_REASON = {"rule", "warn", "prefer", "memory", "speed", "work", "field", "enum", "extend"}
 NEEDS_SOURCE = NEEDS_REASON | {"category", "check", "framework"}
 
 # Generic kinds; every framework declared in the KB is a kind too (its repository).
@@ -84,13 +88,14 @@ def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: b
     versions = _text(decl, "versions")
     needs_reason = decl.kind in NEEDS_REASON or (has_numbers and decl.kind in ("let", "def"))
     needs_source = decl.kind in NEEDS_SOURCE or needs_reason
+    what = "extend enum" if decl.kind == "extend" else decl.kind
     if needs_reason and not because:
         why = "its numbers need" if decl.kind in ("let", "def") else "it needs"
-        sink.error(f"{decl.kind} '{decl.name}' has no 'because'; {why} a reason",
+        sink.error(f"{what} '{decl.name}' has no 'because'; {why} a reason",
                    decl.name_span, code="no-because",
                    hint='add: because "why this holds"')
     if needs_source and not source:
-        sink.error(f"{decl.kind} '{decl.name}' has no 'source'", decl.name_span,
+        sink.error(f"{what} '{decl.name}' has no 'source'", decl.name_span,
                    code="no-source", hint='add: source "seed:002#A" (or reference:, paper:, ...)')
     if source:
         _check_source(decl, source, sink, tuple(dict.fromkeys(SOURCE_KINDS + tuple(frameworks))))

@@ -343,6 +343,9 @@ class _Builder(Transformer):
     def t_unit(self, meta, children):
         return ast.TypeExpr("unit", unit=str(children[0]), span=children[0].span)
 
+    def t_list(self, meta, children):
+        return ast.TypeExpr("list", (children[0],), span=self._span(meta))
+
     # -- clauses
     def body(self, meta, children):
         return tuple(children)
@@ -411,6 +414,25 @@ class _Builder(Transformer):
         prefix, _, field_ = str(tok).partition(".")
         name = _Name(str(tok), _tok_span(self.file, tok))
         return self._decl(meta, "fact", name, body, type=type_, target=prefix, key=field_)
+
+    def field_decl(self, meta, c):
+        tok, type_, default, body = c
+        group, _, field_ = str(tok).partition(".")
+        name = _Name(str(tok), _tok_span(self.file, tok))
+        return self._decl(meta, "field", name, body, type=type_, default=default,
+                          target=group, key=field_)
+
+    def enum_values(self, meta, c):
+        return ast.TypeExpr("enum", tuple(_unquote(t) for t in c), span=self._span(meta))
+
+    def enum_decl(self, meta, c):
+        name, values, body = c
+        return self._decl(meta, "enum", name, body, type=values)
+
+    def extend_decl(self, meta, c):
+        name, values, body = c
+        return self._decl(meta, "extend", name, body, type=values, target=str(name),
+                          target_span=name.span)
 
     def let_decl(self, meta, c):
         name, unit, expr, body = c

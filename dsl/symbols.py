@@ -17,6 +17,7 @@ _NAMESPACE = {"option": "value", "let": "value", "def": "value", "rule": "id", "
               "prefer": "id", "check": "id", "memory": "term", "speed": "term", "work": "term",
               "category": "category", "nokey": "nokey", "test": "test", "detect": "detect",
               "emit": "emit"}
+VOCABULARY = {"field", "enum", "extend"}
 FRAMEWORK_ONLY = {"option", "rule", "warn", "prefer", "check", "memory", "speed", "work",
                   "category", "nokey", "emit", "detect", "test"}
 
@@ -92,6 +93,8 @@ def _add(tables: Tables, entry: Entry, sink: DiagnosticSink) -> None:
     if decl.kind == "fact":
         _unique(tables.facts, decl.name, entry, sink, "fact")
         return
+    if decl.kind in VOCABULARY:
+        return  # fields, enums and their extensions: dsl/vocab.py builds and checks them
     if decl.kind in FRAMEWORK_ONLY and entry.module.framework is None:
         sink.error(f"{_article(decl.kind)} must be declared in a framework module",
                    decl.name_span, code="needs-framework",
