@@ -11,7 +11,7 @@ from kbsolve.audit.hardware import Hardware
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.solver.evaluate import Evaluator
+from kbsolve.program.evaluate import Evaluator
 from kbsolve.solver.facts import collect_facts
 
 HEADROOM_PCT = 10

@@ -10,7 +10,7 @@ from typing import Any
 from kbsolve.diagnostics import KbError, Span
 from kbsolve.dsl.ir import options_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
-from kbsolve.solver.evaluate import Evaluator
+from kbsolve.program.evaluate import Evaluator
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")

@@ -14,7 +14,7 @@ from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import plain
 
 
-TEST_TIMEOUT_MS = 4000  # past it a test judges the best plan found (docs/decisions.md)
+TEST_TIMEOUT_MS = 600_000  # an outer guard only: the search budgets are counted (nodes, rlimit)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pytest
 
 from kbsolve.dsl import load_kb
 from kbsolve.dsl.ir import OptionRef
-from kbsolve.solver.evaluate import Evaluator
+from kbsolve.program.evaluate import Evaluator
 
 FW = "llamafactory"
 
