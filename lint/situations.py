@@ -18,7 +18,7 @@ from kbsolve.catalog.schema import QueryFacts
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.solver.evaluate import Evaluator
+from kbsolve.program.evaluate import Evaluator
 from kbsolve.solver.facts import collect_facts
 
 _QUERY_SHAPES = {  # query fact -> values worth trying
