@@ -63,6 +63,8 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
     if emit_dir and plan.status in ("optimal", "feasible"):
         written = api.emit(plan, emit_dir, packs=list(packs))
         click.echo(render(written, "text", kind="emitted"), err=True)
+    if plan.timed_out:  # the wall-clock guard, not a counted budget, ended the work
+        return EXIT_UNKNOWN
     return {"optimal": EXIT_OK, "feasible": EXIT_UNKNOWN, "unknown": EXIT_UNKNOWN,
             "infeasible": EXIT_INFEASIBLE}[plan.status]
 

@@ -10,6 +10,8 @@ search's node budget runs out or the plan came from Z3.
 
 from __future__ import annotations
 
+import math
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -23,14 +25,21 @@ from kbsolve.solver.report import gib, option_key, plain, reason
 EXPLAIN_BUDGET = 20_000  # nodes per "is this value possible at all?" search
 
 
+class Unexplained(Exception):
+    """The --timeout guard expired while explaining."""
+
+
 def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
-            metrics: Metrics, search=None, met: list | None = None) -> list[Choice]:
+            metrics: Metrics, search=None, met: list | None = None,
+            deadline: float = math.inf) -> list[Choice]:
     """One Choice per option; `met` collects (changes, metrics) of every
     feasible plan measured on the way (the alternatives' candidates)."""
     met = [] if met is None else met
     finder = _oracle(problem, model, search, assignment, met)
     choices = []
     for option in problem.options:
+        if time.monotonic() > deadline:
+            raise Unexplained
         key = option.key
         value = assignment[key]
         base = dict(option=option.name, key=option_key(problem.kb, option), value=plain(value))

@@ -122,8 +122,11 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
     nodes = 0
     if avoid is None and node_budget > 0:
         search = Search(problem)
-        found = search.run(budget=node_budget)
+        found = search.run(budget=node_budget, deadline=time.monotonic() + timeout_ms / 1000)
         nodes = found.nodes
+        if found.status == "timeout":
+            return Outcome("feasible" if found.chosen else "unknown", found.chosen or {},
+                           found.metrics, search=search, nodes=nodes, timed_out=True)
         if found.status == "optimal":
             return Outcome("optimal", found.chosen, found.metrics, search=search, nodes=nodes)
         if found.status == "infeasible":

@@ -101,6 +101,8 @@ class Plan(BaseModel):
     fixes: list[Fix] = Field(default_factory=list)
     alternatives: list[Alternative] = Field(default_factory=list)
     launch: str = ""
+    timed_out: bool = Field(default=False, description="the --timeout wall-clock guard "
+                            "expired (the counted search budgets did not)")
 
 
 class Estimate(BaseModel):

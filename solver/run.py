@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -10,7 +11,7 @@ from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver import report
 from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
 from kbsolve.solver.enumerate import enumerate_best
-from kbsolve.solver.explain import explain
+from kbsolve.solver.explain import Unexplained, explain
 from kbsolve.solver.fixes import drop_pins, hardware
 from kbsolve.solver.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
@@ -21,6 +22,7 @@ from kbsolve.solver.query import Query, Resolved, resolve
 
 
 def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
+    deadline = time.monotonic() + query.timeout
     resolved = resolve(kb, query)
     problem = resolved.problem
     if solver == "enumerate":
@@ -30,7 +32,7 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         outcome = solve(problem, int(query.timeout * 1000))
     result = Plan(status=outcome.status, framework=problem.framework,
                   query=query.model_dump(), gpu=resolved.gpu.name, model=resolved.model.name,
-                  notes=resolved.notes)
+                  notes=resolved.notes, timed_out=outcome.timed_out)
     if outcome.status == "infeasible":
         result.core = _core(problem, outcome.core)
         if outcome.model is not None:
@@ -42,8 +44,15 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
     _fill(result, problem, assignment, outcome.metrics)
     if outcome.status == "optimal":  # a time-out explains nothing
         met: list = []  # the feasible plans the explanations measured
-        result.explanation = explain(problem, outcome.model, assignment, outcome.metrics,
-                                     outcome.search, met)
+        try:
+            result.explanation = explain(problem, outcome.model, assignment, outcome.metrics,
+                                         outcome.search, met, deadline)
+        except Unexplained:
+            result.timed_out = True
+            result.notes.append(f"the plan is proven optimal, but the --timeout of "
+                                f"{query.timeout:g} s ran out while explaining it: no "
+                                f"explanations or alternatives are shown")
+            return result
         result.alternatives = _alternatives(problem, outcome, query, result.explanation, met)
     return result
 

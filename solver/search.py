@@ -11,6 +11,8 @@ seconds: the same query explores the same tree on any machine.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -28,9 +30,13 @@ class Exhausted(Exception):
     pass
 
 
+class TimedOut(Exception):
+    """The wall-clock guard (--timeout) expired: not a budget, reported as such."""
+
+
 @dataclass
 class Found:
-    status: str  # optimal | infeasible | budget
+    status: str  # optimal | infeasible | budget | timeout
     chosen: dict[str, Any] | None
     metrics: Metrics | None
     nodes: int
@@ -220,7 +226,8 @@ class Search:
         return True
 
     def run(self, start: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
-            budget: int = NODE_BUDGET, first: bool = False) -> Found:
+            budget: int = NODE_BUDGET, first: bool = False,
+            deadline: float = math.inf) -> Found:
         """The exact optimum (or, with first=True, any feasible plan) with the
         options in `fixed` held; `start` orders the values to try first."""
         if not self.prepare():
@@ -240,16 +247,18 @@ class Search:
                 if preferred in domains[place]:
                     domains[place].remove(preferred)
                     domains[place].insert(0, preferred)
-        state = _State(self, domains, budget, first)
+        state = _State(self, domains, budget, first, deadline)
         try:
             state.dfs(0)
             status = "optimal"
         except Exhausted:
             status = "budget"
+        except TimedOut:
+            status = "timeout"
         except _Done:
             status = "optimal"
         if state.best is None:
-            return Found("infeasible" if status == "optimal" else "budget", None, None,
+            return Found("infeasible" if status == "optimal" else status, None, None,
                          state.nodes)
         return Found(status, state.best[0], state.best[1], state.nodes)
 
@@ -286,8 +295,9 @@ class _Done(Exception):
 
 
 class _State:
-    def __init__(self, search: Search, domains, budget: int, first: bool):
+    def __init__(self, search: Search, domains, budget: int, first: bool, deadline: float):
         self.s = search
+        self.deadline = deadline
         self.domains = domains
         self.budget = budget
         self.first = first
@@ -316,6 +326,8 @@ class _State:
             self.nodes += 1
             if self.nodes > self.budget:
                 raise Exhausted
+            if not self.nodes & 255 and time.monotonic() > self.deadline:
+                raise TimedOut
             self.idx[k] = value
             if not self._rules_hold(k):
                 continue
