@@ -1,13 +1,27 @@
-"""The catalog layer: hardware and model facts from YAML, validated by pydantic."""
+"""The catalog layer: hardware and model facts from YAML, validated by pydantic.
+
+The pydantic models are built from the KB's vocabulary when first needed, so
+the model names below are looked up lazily.
+"""
 
 from kbsolve.catalog.load import (KINDS, Catalog, Override, hf_param_count, load_catalog,
                                   model_from_hf_config)
-from kbsolve.catalog.schema import (FACT_SCHEMAS, CatalogEntry, GpuSpec, ModelSpec, NetworkSpec,
-                                    QueryFacts, fact_field_type, fact_fields)
+from kbsolve.catalog.schema import (fact_field_type, fact_fields, model_class, query_facts)
 from kbsolve.catalog.yamlpos import MAX_BYTES, MAX_NODES, load_yaml, read_text
+
+_LAZY = ("FACT_SCHEMAS", "CatalogEntry", "GpuSpec", "ModelSpec", "NetworkSpec", "QueryFacts")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from kbsolve.catalog import schema
+        return getattr(schema, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "KINDS", "Catalog", "Override", "hf_param_count", "load_catalog", "model_from_hf_config",
     "FACT_SCHEMAS", "CatalogEntry", "GpuSpec", "ModelSpec", "NetworkSpec", "QueryFacts",
-    "fact_field_type", "fact_fields", "MAX_BYTES", "MAX_NODES", "load_yaml", "read_text",
+    "fact_field_type", "fact_fields", "model_class", "query_facts", "MAX_BYTES", "MAX_NODES",
+    "load_yaml", "read_text",
 ]

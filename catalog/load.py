@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from pydantic import BaseModel, ValidationError
-
-from kbsolve.catalog.schema import CatalogEntry, GpuSpec, ModelSpec, NetworkSpec, missing_list
+from kbsolve.catalog.schema import catalog_models, missing_list, model_class
+from kbsolve.catalog.vocab import Vocabulary
 from kbsolve.catalog.yamlpos import MAX_BYTES, Positions, load_yaml, read_text
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, SourceCache, Span,
                                  did_you_mean)
@@ -27,17 +26,18 @@ class _Kind:
     kind: str      # "gpu"
     top: str       # top-level YAML key, "gpus"
     label: str     # for messages, "GPU"
-    schema: type[CatalogEntry]
 
     @property
     def file(self) -> str:
         return f"{self.top}.yaml"
 
 
+# The catalog files kbsolve reads; what their entries may hold is the
+# vocabulary's (kb/core/vocabulary.kb), turned into pydantic models by schema.py.
 KINDS = {
-    "gpu": _Kind("gpu", "gpus", "GPU", GpuSpec),
-    "model": _Kind("model", "models", "model", ModelSpec),
-    "network": _Kind("network", "networks", "network", NetworkSpec),
+    "gpu": _Kind("gpu", "gpus", "GPU"),
+    "model": _Kind("model", "models", "model"),
+    "network": _Kind("network", "networks", "network"),
 }
 
 
@@ -57,9 +57,9 @@ class Override:
 class Catalog:
     """Entries by canonical name; lookups accept aliases, case-insensitively."""
 
-    gpus: dict[str, GpuSpec] = field(default_factory=dict)
-    models: dict[str, ModelSpec] = field(default_factory=dict)
-    networks: dict[str, NetworkSpec] = field(default_factory=dict)
+    gpus: dict[str, Any] = field(default_factory=dict)  # entries of schema.model_class("gpu")
+    models: dict[str, Any] = field(default_factory=dict)
+    networks: dict[str, Any] = field(default_factory=dict)
     overrides: tuple[Override, ...] = ()
 
     def __post_init__(self) -> None:
@@ -85,13 +85,13 @@ class Catalog:
                                      span, hint=f"known {label}s: {', '.join(sorted(self.table(kind)))}"))
         return self.table(kind)[canonical]
 
-    def gpu(self, name: str, span: Span | None = None) -> GpuSpec:
+    def gpu(self, name: str, span: Span | None = None) -> Any:
         return self.lookup("gpu", name, span)
 
-    def model(self, name: str, span: Span | None = None) -> ModelSpec:
+    def model(self, name: str, span: Span | None = None) -> Any:
         return self.lookup("model", name, span)
 
-    def network(self, name: str, span: Span | None = None) -> NetworkSpec:
+    def network(self, name: str, span: Span | None = None) -> Any:
         return self.lookup("network", name, span)
 
     def resolved_alias_note(self, name: str, kind: str = "gpu") -> str:
@@ -107,17 +107,20 @@ class Catalog:
 
 @dataclass
 class _Parsed:
-    spec: CatalogEntry
+    spec: Any  # a CatalogEntry
     layer: int
     keys: list[tuple[str, Span]]  # name and aliases with where each was written
     reason: str | None            # override reason, None when absent
     reason_span: Span | None
 
 
-def load_catalog(dirs: Sequence[str | os.PathLike]) -> Catalog:
-    """Load and layer catalog directories; raise one KbError with every problem."""
+def load_catalog(dirs: Sequence[str | os.PathLike],
+                 vocabulary: Vocabulary | None = None) -> Catalog:
+    """Load and layer catalog directories; raise one KbError with every problem.
+    Entries are validated against `vocabulary` (the shipped one when None)."""
     sink, sources = DiagnosticSink(), SourceCache()
-    tables: dict[str, dict[str, CatalogEntry]] = {k: {} for k in KINDS}
+    schemas = catalog_models(vocabulary)
+    tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
     index: dict[str, dict[str, tuple[_Parsed, Span]]] = {k: {} for k in KINDS}
     overrides: list[Override] = []
     for layer, d in enumerate(map(Path, dirs)):
@@ -127,14 +130,14 @@ def load_catalog(dirs: Sequence[str | os.PathLike]) -> Catalog:
         for kind in KINDS.values():
             path = d / kind.file
             if os.path.lexists(path):
-                for parsed in _read_file(path, kind, layer, sink, sources):
+                for parsed in _read_file(path, kind, schemas[kind.kind], layer, sink, sources):
                     _register(parsed, kind, tables[kind.kind], index[kind.kind], overrides, sink)
     sink.raise_if_errors(sources)
     return Catalog(gpus=tables["gpu"], models=tables["model"], networks=tables["network"],
                    overrides=tuple(overrides))
 
 
-def _read_file(path: Path, kind: _Kind, layer: int, sink: DiagnosticSink,
+def _read_file(path: Path, kind: _Kind, schema: type, layer: int, sink: DiagnosticSink,
                sources: SourceCache) -> list[_Parsed]:
     try:
         data, pos = load_yaml(path, file=str(path), sources=sources)
@@ -158,14 +161,15 @@ def _read_file(path: Path, kind: _Kind, layer: int, sink: DiagnosticSink,
         return []
     out = []
     for i, item in enumerate(items):
-        parsed = _parse_entry(item, (kind.top, i), kind, layer, pos, sink)
+        parsed = _parse_entry(item, (kind.top, i), kind, schema, layer, pos, sink)
         if parsed is not None:
             out.append(parsed)
     return out
 
 
-def _parse_entry(item: Any, at: tuple, kind: _Kind, layer: int, pos: Positions,
+def _parse_entry(item: Any, at: tuple, kind: _Kind, schema: type, layer: int, pos: Positions,
                  sink: DiagnosticSink) -> _Parsed | None:
+    from pydantic import ValidationError
     if not isinstance(item, dict):
         sink.error(f"each entry under '{kind.top}' must be a mapping", pos[at])
         return None
@@ -175,7 +179,7 @@ def _parse_entry(item: Any, at: tuple, kind: _Kind, layer: int, pos: Positions,
     name = raw.get("name")
     shown = f"{kind.label} '{name}'" if isinstance(name, str) and name else f"{kind.label} #{at[1] + 1}"
     try:
-        spec = kind.schema.model_validate(raw)
+        spec = schema.model_validate(raw)
     except ValidationError as e:
         errs = e.errors()
         missing = [str(err["loc"][0]) for err in errs if err["type"] == "missing"]
@@ -183,7 +187,7 @@ def _parse_entry(item: Any, at: tuple, kind: _Kind, layer: int, pos: Positions,
             sink.error(f"{shown} is missing required {missing_list(missing)}", pos[at])
         for err in errs:
             if err["type"] != "missing":
-                _report(err, shown, at, kind.schema, pos, sink)
+                _report(err, shown, at, schema, pos, sink)
         return None
     spec._span = pos[at]
     spec._field_spans = {f: pos[at + (f,)] for f in raw if at + (f,) in pos}
@@ -197,7 +201,7 @@ def _parse_entry(item: Any, at: tuple, kind: _Kind, layer: int, pos: Positions,
     return _Parsed(spec, layer, keys, reason if has_override else None, reason_span)
 
 
-def _report(err: dict, shown: str, at: tuple, schema: type[BaseModel], pos: Positions,
+def _report(err: dict, shown: str, at: tuple, schema: type, pos: Positions,
             sink: DiagnosticSink) -> None:
     """One pydantic error as a diagnostic at the offending key (or the entry)."""
     loc = tuple(err["loc"])
@@ -268,7 +272,7 @@ def _register(p: _Parsed, kind: _Kind, table: dict, index: dict, overrides: list
 
 # ---- Hugging Face config.json --------------------------------------------------
 
-_HF_REQUIRED = {  # ModelSpec field -> config.json key
+_HF_REQUIRED = {  # model field -> config.json key
     "layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
     "intermediate": "intermediate_size", "vocab": "vocab_size",
     "max_positions": "max_position_embeddings",
@@ -282,8 +286,10 @@ _HF_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def model_from_hf_config(path: str | os.PathLike, *, name: str | None = None,
-                         max_bytes: int = MAX_BYTES) -> ModelSpec:
-    """Build an LLM `ModelSpec` from a Hugging Face config.json."""
+                         max_bytes: int = MAX_BYTES, vocabulary: Vocabulary | None = None) -> Any:
+    """Build an LLM model entry from a Hugging Face config.json (validated against
+    `vocabulary`, the shipped one when None)."""
+    from pydantic import ValidationError
     file = str(path)
     text = read_text(path, file=file, max_bytes=max_bytes)
     sources = SourceCache()
@@ -341,7 +347,7 @@ def model_from_hf_config(path: str | os.PathLike, *, name: str | None = None,
                    hf_id=_str(cfg.get("_name_or_path")) or str(Path(file).resolve().parent),
                    source=f"hf: {file}")
     try:
-        return ModelSpec.model_validate(spec_in)
+        return model_class("model", vocabulary).model_validate(spec_in)
     except ValidationError as e:
         hf = {**_HF_REQUIRED, **_HF_OPTIONAL, "experts": "num_experts"}
         for err in e.errors():

@@ -11,12 +11,12 @@ from fractions import Fraction
 
 import networkx as nx
 
-from kbsolve.catalog.schema import fact_field_type, fact_fields
+from kbsolve.catalog.schema import fact_fields
+from kbsolve.catalog.vocab import BOOKKEEPING, Field, Vocabulary
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span,
                                   deep_recursion, did_you_mean)
 from kbsolve.dsl import ast, clauses, ir, kb
-from kbsolve.dsl.resolve import (BUILTINS, ERROR, FACT_PREFIXES, MEMORY_LEVELS, Context, Resolver,
-                                 Symbols)
+from kbsolve.dsl.resolve import BUILTINS, ERROR, Context, Resolver, Symbols
 from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
 
@@ -27,11 +27,16 @@ UNKNOWN_KEY_MODES = ("ignore", "error")
 
 
 def check(modules: list[ast.Module], sink: DiagnosticSink, *, partial: bool = False,
-          extra_given: tuple[str, ...] = ()) -> kb.KnowledgeBase:
-    """`partial`: some files failed to parse; skip errors their absence would cause."""
+          extra_given: tuple[str, ...] = (),
+          vocabulary: Vocabulary | None = None) -> kb.KnowledgeBase:
+    """`partial`: some files failed to parse; skip errors their absence would cause.
+    `vocabulary`: built from `modules` by dsl/vocab.py (done here when None)."""
+    if vocabulary is None:
+        from kbsolve.dsl.vocab import build
+        vocabulary = build(modules, sink)
     try:
         with deep_recursion():
-            return _Checker(modules, sink, extra_given, partial).run()
+            return _Checker(modules, sink, extra_given, partial, vocabulary).run()
     except RecursionError:
         file = modules[-1].file if modules else ""
         raise KbError(Diagnostic("an expression nests too deeply to check; split long "
@@ -57,9 +62,11 @@ def _has_numbers(expr) -> bool:
 
 class _Checker:
     def __init__(self, modules: list[ast.Module], sink: DiagnosticSink,
-                 extra_given: tuple[str, ...], partial: bool):
+                 extra_given: tuple[str, ...], partial: bool, vocabulary: Vocabulary):
         self.modules = modules
         self.partial = partial
+        self.vocab = vocabulary
+        self.levels = vocabulary.memory_levels
         self.sink = sink
         self.extra_given = extra_given
         self.tables: Tables = Tables()
@@ -107,6 +114,7 @@ class _Checker:
             detectors={e.scope: self._detector(e) for e in self._all("detect")},
             tests=self._keyed("test", self._test),
             modules=tuple(sorted(self.tables.modules)),
+            vocabulary=self.vocab,
         )
         self._cross_checks(result)
         return result
@@ -126,39 +134,61 @@ class _Checker:
     def _cond(self, entry: Entry, expr, what: str) -> ir.Node:
         return self.resolver.expect(expr, self._ctx(entry), "bool", what)
 
-    # ---- facts
+    # ---- facts: each names a field of the vocabulary, and says how rules see it
     def _facts(self) -> dict[str, kb.Fact]:
         facts = {}
+        groups = self.vocab.groups
         for path, entry in sorted(self.tables.facts.items()):
             decl = entry.decl
             prefix, field = decl.target, decl.key
-            if prefix not in FACT_PREFIXES:
-                self.sink.error(f"unknown fact group '{prefix}'"
-                                f"{did_you_mean(prefix, FACT_PREFIXES)}", decl.name_span,
-                                code="unknown-fact")
+            if prefix not in groups:
+                if not (self.partial and not groups):
+                    self.sink.error(f"unknown fact group '{prefix}'"
+                                    f"{did_you_mean(prefix, groups)}", decl.name_span,
+                                    code="unknown-fact")
                 continue
-            have = fact_field_type(prefix, field)
-            if have is None:
-                self.sink.error(f"the {prefix} catalog has no attribute '{field}'"
-                                f"{did_you_mean(field, fact_fields(prefix))}", decl.name_span,
-                                code="unknown-attribute")
+            spec = self.vocab.field(prefix, field)
+            if spec is None or field in BOOKKEEPING or spec.fact_type is None:
+                close = did_you_mean(field, fact_fields(prefix, self.vocab))
+                if spec is not None and spec.kind == "list":
+                    hint = f"'{field}' is a list; rules cannot read lists"
+                else:
+                    hint = "" if close else \
+                        f"declare the attribute first: field {prefix}.{field}: TYPE {{ ... }}"
+                if not self.partial:
+                    self.sink.error(f"the {prefix} catalog has no attribute '{field}'{close}",
+                                    decl.name_span, code="unknown-attribute", hint=hint)
                 continue
-            ftype, scale = self._fact_type(decl, have)
+            ftype, scale = self._fact_type(decl, spec)
             if ftype is not None:
                 facts[path] = kb.Fact(path, ftype, scale, self._meta(entry))
                 self.fact_types[path] = ftype
         return facts
 
-    def _fact_type(self, decl: ast.Decl, have) -> tuple[Type | None, Fraction]:
+    def _fact_type(self, decl: ast.Decl, spec: Field) -> tuple[Type | None, Fraction]:
         t = decl.type
+        have = spec.fact_type
+        shown = spec.enum or ("an enum" if spec.kind == "enum" else spec.kind)
+        if t.kind == "unit" and t.unit in self.vocab.enums:  # the enum, by its name
+            if spec.enum != t.unit:
+                self.sink.error(f"fact {decl.name} is declared {t.unit} but the catalog "
+                                f"attribute is {shown}", t.span, code="fact-type")
+                return None, Fraction(1)
+            return Type("enum", values=spec.values), Fraction(1)
         if t.kind == "unit":
             if t.unit not in UNITS:
-                self.sink.error(f"unknown unit '{t.unit}'{did_you_mean(t.unit, UNITS)}",
+                self.sink.error(f"unknown unit '{t.unit}'"
+                                f"{did_you_mean(t.unit, list(UNITS) + list(self.vocab.enums))}",
                                 t.span, code="unit")
                 return None, Fraction(1)
             if have not in ("int", "num"):
                 self.sink.error(f"fact {decl.name} has a unit but the catalog attribute is "
-                                f"{have}", t.span, code="fact-type")
+                                f"{shown}", t.span, code="fact-type")
+                return None, Fraction(1)
+            if spec.unit is not None and spec.unit != t.unit:
+                self.sink.error(f"fact {decl.name} is declared in {t.unit} but the catalog "
+                                f"attribute is in {spec.unit}", t.span, code="fact-type",
+                                notes=[Note("the field is declared here", spec.meta.span)])
                 return None, Fraction(1)
             dim, scale = UNITS[t.unit]
             return Type("num", dim, have == "int" and scale.denominator == 1), scale
@@ -170,9 +200,11 @@ class _Checker:
                 return None, Fraction(1)
             missing = [v for v in have[1] if v not in t.values]
             if missing:
+                hint = f"or write the enum's name: fact {decl.name}: {spec.enum}" \
+                    if spec.enum else ""
                 self.sink.error(f"fact {decl.name} lacks catalog values: "
                                 + ", ".join(f'"{m}"' for m in missing), t.span,
-                                code="fact-type")
+                                code="fact-type", hint=hint)
             return Type("enum", values=tuple(t.values)), Fraction(1)
         compatible = have == declared or (declared == "num" and have == "int") or \
             (declared == "str" and isinstance(have, tuple))
@@ -339,7 +371,8 @@ class _Checker:
                 for e in self._all("def")}
         return Symbols(self.option_types, lets, defs, self.fact_types,
                        {p: e.decl.name_span for p, e in self.tables.facts.items()},
-                       self.tables.imports, self._let_type, self._on_let_ref)
+                       self.tables.imports, self._let_type, self._on_let_ref,
+                       fact_groups=self.vocab.groups, memory_levels=self.levels)
 
     def _on_let_ref(self, key: str) -> None:
         if self.let_stack:
@@ -446,6 +479,14 @@ class _Checker:
             if peak.type is not ERROR and (not peak.type.is_num or peak.type.dim != (0, 1, -1)):
                 self.sink.error(f"peak must be in FLOP/s (FLOPS, TFLOPS), not {peak.type}",
                                 decl.clause("peak").span, code="unit")
+        kinds = self.vocab.field("model", "kind")
+        for clause in decl.clauses_of("models"):
+            for value in clause.args:
+                if kinds is not None and kinds.kind == "enum" and value not in kinds.values:
+                    self.sink.error(f"'{value}' is not a model kind"
+                                    f"{did_you_mean(value, kinds.values)}", clause.span,
+                                    code="enum-value", hint="kinds (model.kind): " + ", ".join(
+                                        f'"{v}"' for v in kinds.values))
         return kb.Framework(decl.name, self._meta(entry),
                             tuple(m for c in decl.clauses_of("models") for m in c.args),
                             task_option, decl.clause("version").args[0]
@@ -483,11 +524,14 @@ class _Checker:
 
     def _memory(self, entry: Entry) -> kb.MemoryTerm:
         decl = entry.decl
-        level = str(decl.clause("at").args[0]) if decl.clause("at") else "allocated"
+        lowest = self.levels[0] if self.levels else "allocated"
+        level = str(decl.clause("at").args[0]) if decl.clause("at") else lowest
         location = str(decl.clause("on").args[0]) if decl.clause("on") else "gpu"
-        if level not in MEMORY_LEVELS:
-            self.sink.error(f"unknown memory level '{level}'{did_you_mean(level, MEMORY_LEVELS)}",
-                            decl.clause("at").span, code="domain")
+        if level not in self.levels:
+            self.sink.error(f"unknown memory level '{level}'{did_you_mean(level, self.levels)}",
+                            decl.clause("at").span if decl.clause("at") else decl.name_span,
+                            code="domain", hint="" if self.levels else
+                            "the vocabulary declares no memory levels (enum memory_level)")
         if location not in LOCATIONS:
             self.sink.error(f"unknown memory location '{location}'"
                             f"{did_you_mean(location, LOCATIONS)}", decl.clause("on").span,
@@ -628,7 +672,7 @@ class _Checker:
     def _test(self, entry: Entry) -> kb.Test:
         decl = entry.decl
         allowed = ("gpus", "model", "framework", "task", "network", "objective",
-                   "headroom") + tuple(fact_fields("query")) + self.extra_given
+                   "headroom") + tuple(fact_fields("query", self.vocab)) + self.extra_given
         given = []
         for clause in decl.clauses_of("t_given"):
             for pin in clause.args:
@@ -653,9 +697,9 @@ class _Checker:
                        tuple(checks), self._meta(entry))
 
     def _memory_expectation(self, exp: ast.Expectation) -> None:
-        if exp.names and exp.names[0] not in MEMORY_LEVELS:
+        if exp.names and exp.names[0] not in self.levels:
             self.sink.error(f"unknown memory level '{exp.names[0]}'"
-                            f"{did_you_mean(exp.names[0], MEMORY_LEVELS)}", exp.span,
+                            f"{did_you_mean(exp.names[0], self.levels)}", exp.span,
                             code="domain")
         for bound in (exp.low, exp.high):
             node = self.resolver.expr(bound, Context("", None))

@@ -282,6 +282,7 @@ class KnowledgeBase:
     files: tuple[tuple[str, str], ...] = ()  # (path, sha256)
     catalog: Any = None
     modules: tuple[str, ...] = field(default=())
+    vocabulary: Any = None  # catalog.vocab.Vocabulary: what catalog entries and queries hold
 
     def options_of(self, framework: str) -> list[Option]:
         return [o for o in self.options.values() if o.framework == framework]

@@ -57,6 +57,7 @@ def _build(files: list[tuple[str, str]], roots: list[Path], sink: DiagnosticSink
     from kbsolve.catalog import load_catalog
     from kbsolve.dsl.check import check
     from kbsolve.dsl.parse import parse_module
+    from kbsolve.dsl.vocab import build as build_vocabulary
 
     sources = SourceCache()
     modules = []
@@ -68,15 +69,21 @@ def _build(files: list[tuple[str, str]], roots: list[Path], sink: DiagnosticSink
         except KbError as exc:
             sink.items.extend(exc.diagnostics)
             partial = True
+    # The vocabulary first: the catalogs are validated against the models built
+    # from it, and the checker's facts must name its fields. When it is broken
+    # the catalogs are not validated: their errors would follow from its own.
+    before = len(sink.errors)
+    vocabulary = build_vocabulary(modules, sink)
     catalog = None
-    try:
-        catalog = load_catalog(_catalog_dirs(roots))
-    except KbError as exc:
-        sink.items.extend(exc.diagnostics)
-        for diag in exc.diagnostics:
-            if diag.span and diag.span.file and Path(diag.span.file).is_file():
-                sources.add(diag.span.file, Path(diag.span.file).read_text("utf-8", "replace"))
-    knowledge = check(modules, sink, partial=partial)
+    if len(sink.errors) == before and vocabulary.fields:
+        try:
+            catalog = load_catalog(_catalog_dirs(roots), vocabulary)
+        except KbError as exc:
+            sink.items.extend(exc.diagnostics)
+            for diag in exc.diagnostics:
+                if diag.span and diag.span.file and Path(diag.span.file).is_file():
+                    sources.add(diag.span.file, Path(diag.span.file).read_text("utf-8", "replace"))
+    knowledge = check(modules, sink, partial=partial, vocabulary=vocabulary)
     sink.raise_if_errors(sources)
     return _with(knowledge, files, catalog)
 

@@ -15,8 +15,6 @@ from kbsolve.dsl import ast, ir
 from kbsolve.dsl.types import BOOL, NONE, STR, UNITS, Type, dim_div, dim_mul, dim_name
 
 ERROR = Type("error")
-FACT_PREFIXES = ("gpu", "model", "network", "query")
-MEMORY_LEVELS = ("allocated", "reserved", "device")
 _BOOL_OPS = {"and", "or", "implies"}
 _ORDER_OPS = {"<", "<=", ">", ">="}
 
@@ -44,6 +42,8 @@ class Symbols:
     imports: dict[str, set[str]]  # module -> imported modules
     let_type: Callable[[str], Type]  # resolves a let lazily, returns its type
     on_let_ref: Callable[[str], None] = lambda key: None
+    fact_groups: tuple[str, ...] = ()  # the vocabulary's groups: gpu, model, network, query
+    memory_levels: tuple[str, ...] = ()  # the vocabulary's memory levels, lowest first
 
 
 class Resolver:
@@ -127,7 +127,7 @@ class Resolver:
         head = node.parts[0]
         if head == "memory" and len(node.parts) == 2:
             return self._memory_sum(node, ctx)
-        if head in FACT_PREFIXES:
+        if head in self.s.fact_groups:
             path = ".".join(node.parts)
             if path in self.s.facts and len(node.parts) == 2:
                 return ir.FactRef(path, self.s.facts[path], node.span)
@@ -137,17 +137,19 @@ class Resolver:
                             hint=f"declare it in kb/core with: fact {path}: TYPE")
             return ir.Const(False, ERROR, node.span)
         self.sink.error(f"unknown name '{node.dotted}'; dotted names are facts "
-                        f"({', '.join(p + '.*' for p in FACT_PREFIXES)})", node.span,
+                        f"({', '.join(p + '.*' for p in self.s.fact_groups)})", node.span,
                         code="unknown-name")
         return ir.Const(False, ERROR, node.span)
 
     def _memory_sum(self, node: ast.Ref, ctx: Context) -> ir.Node:
         level = node.parts[1]
-        if ctx.memory_level not in ("reserved", "device") or ctx.framework is None:
-            self.sink.error("memory.* sums can only be used in memory terms at level "
-                            "'reserved' or 'device'", node.span, code="memory-sum")
+        levels = self.s.memory_levels
+        if ctx.memory_level not in levels[1:] or ctx.framework is None:
+            above = " or ".join(f"'{name}'" for name in levels[1:])
+            self.sink.error(f"memory.* sums can only be used in memory terms at level {above}",
+                            node.span, code="memory-sum")
             return ir.Const(False, ERROR, node.span)
-        allowed = MEMORY_LEVELS[:MEMORY_LEVELS.index(ctx.memory_level)]
+        allowed = levels[:levels.index(ctx.memory_level)]
         if level not in allowed:
             self.sink.error(f"memory.{level} cannot be used at level '{ctx.memory_level}'"
                             f"{did_you_mean(level, allowed)}", node.span, code="memory-sum",

@@ -14,14 +14,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbsolve.catalog.schema import QueryFacts
+from kbsolve.catalog.schema import query_facts
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.solver.facts import collect_facts
 
-_QUERY_SHAPES = {  # query fact -> values worth trying
+_QUERY_SHAPES = {  # numeric query fact -> values worth trying (enums try every declared value)
     "num_gpus": None,  # follows nodes x gpus_per_node
     "nodes": (1, 2, 16),
     "gpus_per_node": (1, 8),
@@ -122,13 +122,13 @@ def space(kb: KnowledgeBase, framework: str, nodes: list[ir.Node]) -> Space:
                       _fields(reader.facts, "model"))
     network_fields = _fields(reader.facts, "network")
     networks = _grouped(catalog.networks, network_fields) if network_fields else [(None, [])]
-    queries = _queries(_fields(reader.facts, "query"))
+    queries = _queries(kb, _fields(reader.facts, "query"))
     parts = list(reader.parts.values())
     found: dict[tuple, Situation] = {}
     incomplete = 0
     for (gpu, gnames), (model, mnames), (net, nnames), query in itertools.product(
             gpus, models, networks, queries):
-        facts = collect_facts(kb, gpu, model, QueryFacts(**query).model_dump(), net)
+        facts = collect_facts(kb, gpu, model, query_facts(query, kb.vocabulary), net)
         signature = tuple(_value(kb, framework, facts, part) for part in parts)
         if _MISSING in signature:
             incomplete += 1
@@ -169,8 +169,13 @@ def _grouped(table: dict, fields: list[str]) -> list[tuple[Any, list[str]]]:
     return list(groups.values())
 
 
-def _queries(fields: list[str]) -> list[dict[str, Any]]:
+def _queries(kb: KnowledgeBase, fields: list[str]) -> list[dict[str, Any]]:
     axes = {f: _QUERY_SHAPES[f] for f in fields if _QUERY_SHAPES.get(f)}
+    vocabulary = kb.vocabulary
+    for name in fields:  # a query field with a value set (a pack's): each of its values
+        spec = vocabulary.field("query", name) if vocabulary is not None else None
+        if spec is not None and spec.kind in ("enum", "bool") and name not in axes:
+            axes[name] = spec.values if spec.kind == "enum" else (False, True)
     if "num_gpus" in fields:
         axes.setdefault("nodes", _QUERY_SHAPES["nodes"])
         axes.setdefault("gpus_per_node", _QUERY_SHAPES["gpus_per_node"])

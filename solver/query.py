@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbsolve.catalog import model_from_hf_config
-from kbsolve.catalog.schema import ModelSpec, QueryFacts
+from kbsolve.catalog.schema import model_class, query_facts
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver.facts import collect_facts, parse_gpus
@@ -33,7 +33,8 @@ class Query(BaseModel):
     frames: int | None = Field(default=None, ge=1)
     set: list[str] = Field(default_factory=list, description="pins, key=value")
     objective: Literal["speed", "memory"] = "speed"
-    headroom: float = Field(default=0.10, ge=0, lt=1)
+    headroom: float | None = Field(default=None, ge=0, lt=1,
+                                   description="default: query.headroom_pct of the KB")
     host_ram: float | None = Field(default=None, gt=0, description="CPU RAM per node, GiB")
     top: int = Field(default=2, ge=0, le=10)
     timeout: float = Field(default=10.0, gt=0)
@@ -44,7 +45,7 @@ class Resolved:
     query: Query
     problem: Problem
     gpu: Any
-    model: ModelSpec
+    model: Any  # a catalog model entry
     network: Any
     notes: list[str]
 
@@ -63,7 +64,7 @@ def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
     model = _model(kb, query.model)
     network = kb.catalog.network(query.network) if query.network else None
     framework = _framework(kb, query.framework, model)
-    facts_in = _query_facts(query, nodes, per_node)
+    facts_in = _query_facts(kb, query, nodes, per_node)
     facts = collect_facts(kb, gpu, model, facts_in, network)
     pins = dict(parse_pin(kb, framework, text) for text in query.set)
     task_option = kb.frameworks[framework].task_option
@@ -82,10 +83,11 @@ def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
     return Resolved(query, problem, gpu, model, network, notes)
 
 
-def _query_facts(query: Query, nodes: int, per_node: int) -> dict[str, Any]:
+def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int) -> dict[str, Any]:
     values: dict[str, Any] = {"num_gpus": nodes * per_node, "nodes": nodes,
-                              "gpus_per_node": per_node,
-                              "headroom_pct": int(round(query.headroom * 100))}
+                              "gpus_per_node": per_node}
+    if query.headroom is not None:
+        values["headroom_pct"] = int(round(query.headroom * 100))
     if query.seq_len is not None:
         values["seq_len"] = query.seq_len
     if query.frames is not None:
@@ -96,22 +98,22 @@ def _query_facts(query: Query, nodes: int, per_node: int) -> dict[str, Any]:
             raise KbError(Diagnostic(f"--resolution '{query.resolution}' is not HxW "
                                      f"(for example 480x832)"))
         values["height"], values["width"] = int(match.group(1)), int(match.group(2))
-    return QueryFacts(**values).model_dump()
+    return query_facts(values, kb.vocabulary)
 
 
-def _model(kb: KnowledgeBase, text: str) -> ModelSpec:
+def _model(kb: KnowledgeBase, text: str) -> Any:
     path = Path(text)
     if path.suffix == ".json" or path.is_dir() or (path.name == "config.json"):
         target = path / "config.json" if path.is_dir() else path
         if not target.exists():
             raise KbError(Diagnostic(f"--model: no such file '{target}'"))
-        return model_from_hf_config(target)
+        return model_from_hf_config(target, vocabulary=kb.vocabulary)
     if path.suffix in (".yaml", ".yml"):
-        return _model_spec(path)
+        return _model_spec(kb, path)
     return kb.catalog.model(text)
 
 
-def _model_spec(path: Path) -> ModelSpec:
+def _model_spec(kb: KnowledgeBase, path: Path) -> Any:
     from kbsolve.catalog import load_yaml
     from pydantic import ValidationError
     if not path.is_file():
@@ -121,7 +123,7 @@ def _model_spec(path: Path) -> ModelSpec:
         raise KbError(Diagnostic(f"--model {path}: a model spec is a mapping of fields"))
     data.setdefault("source", f"user spec {path}")
     try:
-        return ModelSpec.model_validate(data)
+        return model_class("model", kb.vocabulary).model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "the spec"
@@ -130,7 +132,7 @@ def _model_spec(path: Path) -> ModelSpec:
                       ) from None
 
 
-def _framework(kb: KnowledgeBase, wanted: str | None, model: ModelSpec) -> str:
+def _framework(kb: KnowledgeBase, wanted: str | None, model: Any) -> str:
     if wanted is not None:
         if wanted not in kb.frameworks:
             raise KbError(Diagnostic(f"--framework: unknown framework '{wanted}'"

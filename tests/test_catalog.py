@@ -437,3 +437,30 @@ def test_model_head_dim_default():
                                       params_b=1, layers=2, hidden=768, heads=12, kv_heads=4,
                                       intermediate=2048, vocab=1000, max_positions=512, source="s"))
     assert m.head_dim == 64 and m.span is None
+
+
+# ---- the models come from the KB's vocabulary, built when first needed ------------
+
+
+def test_importing_the_catalog_builds_no_model():
+    import subprocess
+    import sys
+    code = ("import sys, kbsolve.catalog.schema, kbsolve.catalog\n"
+            "print('pydantic' in sys.modules, 'lark' in sys.modules,"
+            " 'kbsolve.catalog._models' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["False", "False", "False"]
+
+
+def test_shipped_models_follow_the_vocabulary():
+    from kbsolve.catalog.vocab import shipped
+    vocab = shipped()
+    assert vocab.enums["gpu_vendor"].values == ("nvidia", "amd", "huawei")
+    assert vocab.memory_levels == ("allocated", "reserved", "device")
+    assert vocab.default("query.headroom_pct") == 10 and vocab.default("query.seq_len") == 2048
+    assert fact_field_type("gpu", "memory_gib") == "num" and vocab.field("gpu", "memory_gib").unit == "GiB"
+    assert list(GpuSpec.model_fields)[:6] == ["name", "aliases", "source", "notes", "alias_note",
+                                              "vendor"]
+    from kbsolve.catalog.schema import model_class
+    assert model_class("gpu", vocab) is GpuSpec  # one class per vocabulary, cached

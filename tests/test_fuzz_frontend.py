@@ -51,10 +51,11 @@ LONG = settings(FAST, max_examples=SLOW_EXAMPLES)
 SHIPPED = sorted(shipped_root().rglob("*.kb"))
 SHIPPED_TEXT = {p.relative_to(shipped_root()).as_posix(): p.read_text(encoding="utf-8")
                 for p in SHIPPED}
-# The modules a generated llamafactory program needs around it: the facts, the
-# shared formulas, the framework and its options (checking the whole KB per
-# example would cost the CI run far more than it finds).
-CONTEXT = ("core.facts", "core.sizing", "llamafactory.framework", "llamafactory.options")
+# The modules a generated llamafactory program needs around it: the vocabulary
+# and the facts, the shared formulas, the framework and its options (checking
+# the whole KB per example would cost the CI run far more than it finds).
+CONTEXT = ("core.vocabulary", "core.facts", "core.sizing", "llamafactory.framework",
+           "llamafactory.options")
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,296 @@
+"""The vocabulary declarations (`field`, `enum`, `extend enum`) to a `Vocabulary`.
+
+Runs before the catalogs are validated (their pydantic models are built from
+the result) and before the checker reads `fact` declarations (each fact must
+name a declared field). Reports its own errors; clauses, `because` and
+`source` are checked with every other declaration by dsl/check.py.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kbsolve.catalog.vocab import (BOOKKEEPING, CLOSED_ENUMS, SOURCES, Enum, Field, Vocabulary,
+                                   When)
+from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
+from kbsolve.dsl import ast
+from kbsolve.dsl.kb import Meta
+from kbsolve.dsl.symbols import VOCABULARY
+from kbsolve.dsl.types import UNITS
+
+_BOUNDS = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}
+
+
+def build(modules: list[ast.Module], sink: DiagnosticSink) -> Vocabulary:
+    return _Builder(sink).run(modules)
+
+
+def _meta(decl: ast.Decl, module: ast.Module) -> Meta:
+    def text(kind: str) -> str:
+        clause = decl.clause(kind)
+        return clause.args[0] if clause else ""
+    return Meta(decl.span, module.name, text("doc"), text("because"), text("source"))
+
+
+def _show(value) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Fraction):
+        return str(value.numerator) if value.denominator == 1 else str(float(value))
+    return str(value)
+
+
+class _Builder:
+    def __init__(self, sink: DiagnosticSink):
+        self.sink = sink
+        self.enum_decls: dict[str, ast.Decl] = {}
+        self.values: dict[str, dict[str, ast.Decl]] = {}  # enum -> value -> where it came from
+        self.enums: dict[str, Enum] = {}
+        self.fields: dict[str, Field] = {}
+        self.field_decls: dict[str, ast.Decl] = {}
+
+    def run(self, modules: list[ast.Module]) -> Vocabulary:
+        found = {kind: [] for kind in VOCABULARY}
+        for module in modules:
+            for decl in module.decls:
+                if decl.kind not in VOCABULARY:
+                    continue
+                if module.framework is not None:
+                    what = "an enum extension" if decl.kind == "extend" else f"a {decl.kind}"
+                    self.sink.error(f"{what} must be declared in a core module (no 'for')",
+                                    decl.name_span, code="needs-core",
+                                    hint="the vocabulary belongs to every framework; put it "
+                                         "in a module without 'for', such as kb/core/"
+                                         "vocabulary.kb")
+                    continue
+                found[decl.kind].append((decl, module))
+        for decl, module in found["enum"]:
+            self._enum(decl, module)
+        for decl, module in found["extend"]:
+            self._extend(decl, module)
+        for decl, module in found["field"]:
+            self._field(decl, module)
+        return Vocabulary(tuple(self.fields.values()), dict(self.enums))
+
+    # ---- enums
+    def _enum(self, decl: ast.Decl, module: ast.Module) -> None:
+        name = decl.name
+        first = self.enum_decls.get(name)
+        if first is not None:
+            self.sink.error(f"enum '{name}' is already defined", decl.name_span, code="duplicate",
+                            notes=[Note("first defined here", first.name_span)],
+                            hint=f"to add values, write: extend enum {name} [...]")
+            return
+        if name in UNITS:
+            self.sink.error(f"enum '{name}' has the name of a unit", decl.name_span,
+                            code="duplicate", hint="a field's type would be ambiguous; rename it")
+            return
+        self.enum_decls[name] = decl
+        values = self._unique_values(decl, {})
+        self.values[name] = values
+        self.enums[name] = Enum(name, tuple(values), _meta(decl, module))
+
+    def _unique_values(self, decl: ast.Decl, known: dict[str, ast.Decl]) -> dict[str, ast.Decl]:
+        values: dict[str, ast.Decl] = {}
+        for value in decl.type.values:
+            if value in values:
+                self.sink.error(f"enum value '{value}' is listed twice", decl.type.span,
+                                code="duplicate")
+            elif value in known:
+                self.sink.error(f"enum '{decl.name}' already has the value '{value}'",
+                                decl.type.span, code="duplicate",
+                                notes=[Note("declared here", known[value].type.span)])
+            else:
+                values[value] = decl
+        return values
+
+    def _extend(self, decl: ast.Decl, module: ast.Module) -> None:
+        name = decl.name
+        if name not in self.enums:
+            self.sink.error(f"unknown enum '{name}'{did_you_mean(name, self.enums)}",
+                            decl.name_span, code="unknown-enum",
+                            hint="declare it first: enum NAME [\"a\", \"b\"] { ... }")
+            return
+        if name in CLOSED_ENUMS:
+            self.sink.error(f"enum '{name}' cannot be extended: {CLOSED_ENUMS[name]}",
+                            decl.name_span, code="domain")
+            return
+        added = self._unique_values(decl, self.values[name])
+        if not added:
+            return
+        self.values[name].update(added)
+        old = self.enums[name]
+        self.enums[name] = Enum(name, old.values + tuple(added), old.meta,
+                                old.extensions + ((tuple(added), _meta(decl, module)),))
+
+    # ---- fields
+    def _field(self, decl: ast.Decl, module: ast.Module) -> None:
+        group, name = decl.target, decl.key
+        if "." in name or group not in SOURCES:
+            hint = f"fields belong to {', '.join(SOURCES[:-1])} or {SOURCES[-1]}: the " \
+                   f"catalogs and the query" if "." not in name else ""
+            self.sink.error(f"unknown fact group '{group}'{did_you_mean(group, SOURCES)}"
+                            if "." not in name else f"a field is GROUP.NAME, not '{decl.name}'",
+                            decl.name_span, code="unknown-fact", hint=hint)
+            return
+        first = self.field_decls.get(decl.name)
+        if first is not None:
+            self.sink.error(f"field '{decl.name}' is already defined", decl.name_span,
+                            code="duplicate", notes=[Note("first defined here", first.name_span)])
+            return
+        if name in BOOKKEEPING and group != "query":
+            self.sink.error(f"'{name}' is bookkeeping of every catalog entry, not a field",
+                            decl.name_span, code="duplicate",
+                            hint="bookkeeping: " + ", ".join(BOOKKEEPING))
+            return
+        typed = self._type(decl)
+        if typed is None:
+            return
+        kind, values, enum, unit, bounds = typed
+        bounds += self._bounds(decl, kind)
+        optional = decl.clause("optional") is not None
+        when = self._when(decl)
+        spec = Field(group, name, kind, _meta(decl, module), values, enum, unit,
+                     optional=optional, bounds=bounds, when=when)
+        if decl.default is not None:
+            default = self._default(decl, spec)
+            if default is None:
+                return
+            spec = Field(group, name, kind, spec.meta, values, enum, unit, default, True,
+                         optional, bounds, when)
+            if optional:
+                self.sink.error(f"field '{decl.name}' has a default and 'optional'",
+                                decl.clause("optional").span, code="domain",
+                                hint="a field with a default is never absent; drop 'optional'")
+        elif group == "query" and not optional:
+            self.sink.error(f"query field '{decl.name}' needs a default", decl.name_span,
+                            code="no-default",
+                            hint="a query fact has a value even when the user gives none")
+            return
+        self.field_decls[decl.name] = decl
+        self.fields[decl.name] = spec
+
+    def _type(self, decl: ast.Decl):
+        """(kind, enum values, enum name, unit, bounds), or None after an error."""
+        t = decl.type
+        if t.kind in ("bool", "str"):
+            return t.kind, (), "", None, ()
+        if t.kind == "int" and not t.values:
+            bounds = () if t.low is None else (("ge", t.low), ("le", t.high))
+            if t.low is not None and t.low > t.high:
+                self.sink.error(f"empty range {t.low}..{t.high}", t.span, code="domain")
+                return None
+            return "int", (), "", None, bounds
+        if t.kind == "num" and not t.values:
+            return "num", (), "", None, ()
+        if t.kind == "enum":
+            dupes = sorted({v for v in t.values if t.values.count(v) > 1})
+            if dupes:
+                self.sink.error(f"enum value '{dupes[0]}' is listed twice", t.span,
+                                code="duplicate")
+            return "enum", tuple(dict.fromkeys(t.values)), "", None, ()
+        if t.kind == "unit":
+            if t.unit in self.enums:
+                return "enum", self.enums[t.unit].values, t.unit, None, ()
+            if t.unit in UNITS:
+                return "num", (), "", t.unit, ()
+            self.sink.error(f"unknown enum or unit '{t.unit}'"
+                            f"{did_you_mean(t.unit, list(self.enums) + list(UNITS))}", t.span,
+                            code="unknown-enum",
+                            hint="enums: " + ", ".join(self.enums) if self.enums else "")
+            return None
+        if t.kind == "list" and t.values[0].kind == "str":
+            return "list", (), "", None, ()
+        self.sink.error("fields take bool, int, int A..B, num, str, a unit, an enum's name, "
+                        "enum [...] or [str]", t.span, code="type")
+        return None
+
+    def _bounds(self, decl: ast.Decl, kind: str) -> tuple:
+        out = []
+        for clause in decl.clauses_of("bound"):
+            op, value = clause.args
+            if kind not in ("int", "num"):
+                self.sink.error(f"'bound' needs a number field; field '{decl.name}' is {kind}",
+                                clause.span, code="type")
+            elif op not in _BOUNDS:
+                self.sink.error(f"a bound is <, <=, > or >=, not '{op}'", clause.span,
+                                code="domain")
+            else:
+                out.append((_BOUNDS[op], value))
+        return tuple(out)
+
+    def _when(self, decl: ast.Decl) -> When | None:
+        clause = decl.clause("when")
+        if clause is None:
+            return None
+        expr = clause.args[0]
+        shape = f'write e.g. when {decl.target}.kind == "llm" (or !=, in [...], not in [...])'
+        if isinstance(expr, ast.Binary) and expr.op in ("==", "!=") and \
+                isinstance(expr.right, ast.Str):
+            subject, values, negated = expr.left, (expr.right,), expr.op == "!="
+        elif isinstance(expr, ast.InSet) and all(isinstance(v, ast.Str) for v in expr.values):
+            subject, values, negated = expr.operand, expr.values, expr.negated
+        else:
+            self.sink.error("a field's 'when' compares an enum field of its group with "
+                            "strings", expr.span, code="domain", hint=shape)
+            return None
+        if not (isinstance(subject, ast.Ref) and len(subject.parts) == 2
+                and subject.parts[0] == decl.target):
+            self.sink.error(f"a field's 'when' reads a field of its own group "
+                            f"({decl.target}.*)", subject.span, code="domain", hint=shape)
+            return None
+        other = self.fields.get(subject.dotted)
+        if other is None or other.kind != "enum":
+            earlier = [f.path for f in self.fields.values()
+                       if f.group == decl.target and f.kind == "enum"]
+            what = "is not an enum field" if other is not None else "is not declared before it"
+            self.sink.error(f"'{subject.dotted}' {what}{did_you_mean(subject.dotted, earlier)}",
+                            subject.span, code="unknown-fact",
+                            hint="'when' reads an enum field declared earlier in the vocabulary")
+            return None
+        for lit in values:
+            if lit.value not in other.values:
+                self.sink.error(f"'{lit.value}' is not a value of {other.path}"
+                                f"{did_you_mean(lit.value, other.values)}", lit.span,
+                                code="enum-value",
+                                hint="values: " + ", ".join(f'"{v}"' for v in other.values))
+                return None
+        return When(other.name, tuple(v.value for v in values), negated)
+
+    def _default(self, decl: ast.Decl, spec: Field):
+        """The default literal's value after checking it against the field, else None."""
+        lit = decl.default
+        what = f"field '{decl.name}'"
+        if isinstance(lit, ast.Num):
+            ok = spec.kind in ("int", "num") and (lit.unit is None or lit.unit == spec.unit)
+            if ok and spec.kind == "int" and lit.value.denominator != 1:
+                self.sink.error(f"{what} takes whole numbers, not {_show(lit.value)}", lit.span,
+                                code="type")
+                return None
+            for op, bound in spec.bounds:
+                holds = {"gt": lit.value > bound, "ge": lit.value >= bound,
+                         "lt": lit.value < bound, "le": lit.value <= bound}[op]
+                if ok and not holds:
+                    self.sink.error(f"default {_show(lit.value)} is outside the bounds of {what}",
+                                    lit.span, code="default-domain")
+                    return None
+            value = lit.value
+        elif isinstance(lit, ast.Str):
+            ok = spec.kind in ("str", "enum")
+            if ok and spec.kind == "enum" and lit.value not in spec.values:
+                self.sink.error(f"default '{lit.value}' is not a value of {what}"
+                                f"{did_you_mean(lit.value, spec.values)}", lit.span,
+                                code="default-domain",
+                                hint="values: " + ", ".join(f'"{v}"' for v in spec.values))
+                return None
+            value = lit.value
+        else:
+            ok, value = spec.kind == "bool", lit.value
+        if not ok:
+            shown = spec.kind if spec.unit is None else f"a number in {spec.unit}"
+            self.sink.error(f"default {_show(value)} does not fit {what}, which is {shown}",
+                            lit.span, code="type")
+            return None
+        return value
