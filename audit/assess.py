@@ -14,8 +14,6 @@ from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.solver.facts import collect_facts
 
-HEADROOM_PCT = 10
-
 
 class Undecided(Exception):
     """A formula needs a fact the audit does not know (the GPU or the model)."""
@@ -133,7 +131,7 @@ def _walk_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:
 
 def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
                   hardware: Hardware, model, unread: set[str] = frozenset()) -> Context:
-    query: dict[str, Any] = {"headroom_pct": HEADROOM_PCT}
+    query: dict[str, Any] = {"headroom_pct": kb.vocabulary.default("query.headroom_pct")}
     if hardware.count:
         query.update(num_gpus=hardware.count, nodes=hardware.nodes,
                      gpus_per_node=hardware.per_node)

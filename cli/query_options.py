@@ -24,8 +24,9 @@ def query_options(fn):
         click.option("--frames", type=click.IntRange(min=1), default=None, help="Video frames."),
         click.option("--set", "pins", multiple=True, metavar="KEY=VALUE",
                      help="Pin an option (repeatable)."),
-        click.option("--headroom", type=float, default=0.10, show_default=True,
-                     help="Fraction of GPU memory kept free."),
+        click.option("--headroom", type=float, default=None,
+                     help="Fraction of GPU memory kept free [default: query.headroom_pct "
+                          "of the KB, in kb/core/vocabulary.kb]."),
         click.option("--host-ram", type=click.FloatRange(min=0, min_open=True), default=None,
                      metavar="GIB", help="CPU RAM per node; offloading plans must fit it."),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
@@ -42,7 +43,7 @@ def query_fields(gpus, model, framework, task, network, seq_len, resolution, fra
         raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100)"))
     if not model:
         raise KbError(Diagnostic("missing --model (for example --model qwen3-8b)"))
-    if not 0 <= headroom < 1:
+    if headroom is not None and not 0 <= headroom < 1:
         raise KbError(Diagnostic(f"--headroom {headroom}: give a fraction from 0 to below 1"))
     return dict(gpus=gpus, model=model, framework=framework, task=task, network=network,
                 seq_len=seq_len, resolution=resolution, frames=frames, set=list(pins),

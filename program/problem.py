@@ -73,8 +73,8 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
     for key in sorted(set(choices) - _relevant(kb, framework) - set(pins)):
         fixed[key] = options[key].default  # nothing depends on it: the default wins the tie
         del choices[key]
-    budget = facts.get("gpu.memory_gib", Fraction(0)) * \
-        (1 - Fraction(facts.get("query.headroom_pct", 10), 100))
+    budget = facts.get("gpu.memory_gib", Fraction(0)) * (1 - Fraction(facts.get(
+        "query.headroom_pct", kb.vocabulary.default("query.headroom_pct")), 100))
     return Problem(kb, framework, facts, fixed, choices, dict(pins), budget)
 
 

@@ -54,7 +54,8 @@ def memory(problem: Problem, metrics: Metrics) -> Memory:
                                 location=term.location, rule=key, because=term.meta.because,
                                 source=term.meta.source))
     gpu_bytes = Fraction(problem.facts.get("gpu.memory_gib", 0))
-    headroom = Fraction(problem.facts.get("query.headroom_pct", 10), 100)
+    headroom = Fraction(problem.facts.get("query.headroom_pct",
+                                          kb.vocabulary.default("query.headroom_pct")), 100)
     return Memory(per_gpu_gib=PerGpu(**{k: gib(v) for k, v in metrics.levels.items()}),
                   budget_gib=gib(problem.budget_bytes), gpu_gib=gib(gpu_bytes),
                   headroom=float(headroom), host_gib=gib(sum(metrics.host.values(), Fraction(0))),
