@@ -36,7 +36,7 @@ class Table:
     search, prepare() lays the table out in the search's order of options."""
 
     __slots__ = ("deps", "sizes", "array", "values", "kind", "exact", "strides", "_levels",
-                 "_search_deps")
+                 "_search_deps", "_full")
 
     def __init__(self, deps: tuple[int, ...], sizes: tuple[int, ...], array, kind: str,
                  exact: bool):
@@ -71,13 +71,23 @@ class Table:
             low, high = np.where(mask, low, np.inf), np.where(mask, low, -np.inf)
         else:
             low, high = np.where(mask, low, 1), np.where(mask, low, 0)
-        levels = [None] * (len(places) + 1)
-        levels[-1] = (_strides(sizes), low.ravel().tolist(), high.ravel().tolist())
-        for j in range(len(places) - 1, -1, -1):
-            low, high = low.min(axis=-1), high.max(axis=-1)
-            levels[j] = (_strides(sizes[:j]), low.ravel().tolist(), high.ravel().tolist())
-        self._levels = levels
+        self._full = (low, high)
+        self._levels = [None] * (len(places) + 1)
         self._search_deps = tuple(places)
+
+    def _level(self, j: int):
+        """(strides, low, high) over the first j search-ordered axes, as lists;
+        built on first use (most levels of most tables are never read)."""
+        low, high = self._full
+        axes = tuple(range(j, low.ndim))
+        if axes:
+            low = np.fmin.reduce(low, axis=axes)
+            high = np.fmax.reduce(high, axis=axes)
+        flat_low = low.ravel().tolist()
+        flat_high = flat_low if high is low else high.ravel().tolist()
+        level = (_strides(low.shape), flat_low, flat_high)
+        self._levels[j] = level
+        return level
 
     def bound(self, k: int, idx: list[int]):
         """(low, high) over every completion of the first k options of the
@@ -86,14 +96,14 @@ class Table:
         if self.kind == "code":
             return UNKNOWN if any(a >= k for a in deps) else (self._at(idx),) * 2
         j = bisect.bisect_left(deps, k)
-        strides, low, high = self._levels[j]
+        strides, low, high = self._levels[j] or self._level(j)
         at = 0
         for t in range(j):
             at += idx[deps[t]] * strides[t]
         return low[at], high[at]
 
     def _at(self, idx):
-        strides, low, _ = self._levels[-1]
+        strides, low, _ = self._levels[-1] or self._level(len(self._search_deps))
         return low[sum(idx[d] * s for d, s in zip(self._search_deps, strides))]
 
     def spread(self, allowed: list) -> dict[int, float]:

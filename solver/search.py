@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.metrics import Metrics, measure, sort_key
-from kbsolve.program.tables import Expr, Table, Tables, masked
+from kbsolve.program.tables import Expr, Table, Tables, _mul, masked
 
 NODE_BUDGET = 200_000
 TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
@@ -68,27 +68,46 @@ class Search:
         self.time = self._time()
         self.tiers = self._preferences()
         self.objective = problem.objective
-        self._fold_rules()
+        self._track()
         self.cells = self._cells()
 
-    def _fold_rules(self) -> None:
-        """Bounds see the rules: each summand of memory, time and preferences
-        becomes +inf where a rule over its options fails (program/tables.masked)."""
+    def _track(self) -> None:
+        """The cells the bounds read, one slot each: memory and host RAM as
+        weighted sums of tables (a term that scales another level's sum, like
+        the allocator's cache, is spread over that sum's terms), time as a sum
+        of parts times a chain of factors, and one slot per preference tier.
+        Each summand becomes +inf where a rule over its options fails, so the
+        bounds see the rules (program/tables.masked)."""
         rules = [c for _, c in self.rules]
         sizes = self.tables.sizes
-        self.memory = [masked(c, rules, sizes) for c in self.memory]
-        self.host = [masked(c, rules, sizes) for c in self.host]
-        self.time = self._fold(self.time, rules, sizes)
+        slots: dict[int, int] = {}
+        self.tracked: list = []
 
-    def _fold(self, cell, rules, sizes):
-        if isinstance(cell, Expr) and cell.op in ("*", "sum"):
-            args = [self._fold(a, rules, sizes) for a in cell.args]
-            return Expr(cell.op, args, cell.kind, cell.exact)
-        return masked(cell, rules, sizes)
+        def slot(cell) -> int:
+            cell = masked(cell, rules, sizes)
+            if id(cell) not in slots:
+                slots[id(cell)] = len(self.tracked)
+                self.tracked.append(cell)
+            return slots[id(cell)]
+
+        def weighted(cells) -> list[tuple[float, int]]:
+            weights: dict[int, list] = {}
+            for cell in cells:
+                for weight, part in _linear(cell, 1.0):
+                    entry = weights.setdefault(id(part), [0.0, part])
+                    entry[0] += weight
+            return [(w, slot(part)) for w, part in weights.values() if w]
+
+        self.memory_terms = weighted(self.memory)
+        self.host_terms = weighted(self.host)
+        parts, factors = _product(self.time)
+        self.time_parts = [slot(c) for c in parts]
+        self.time_factors = [slot(c) for c in factors]
+        self.tier_slots = [slot(c) for c in self.tiers]
 
     def _cells(self) -> list:
         found: dict = {}
-        roots = [c for _, c in self.rules] + self.memory + self.host + [self.time] + self.tiers
+        roots = [c for _, c in self.rules] + self.tracked
         for root in roots:
             found[id(root)] = root
             if isinstance(root, Expr):
@@ -220,9 +239,8 @@ class Search:
                 [position[a] for a in cell.deps]
             for place in places:
                 self.rules_at[place].append(cell)
-        self.memory_at = [[i for i, c in enumerate(self.memory) if axis in c.deps]
-                          for axis in axes]
-        self.host_at = [[i for i, c in enumerate(self.host) if axis in c.deps] for axis in axes]
+        self.tracker = Tracker(self.tracked, [{position[a] for a in c.deps}
+                                              for c in self.tracked], len(axes))
         return True
 
     def run(self, start: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
@@ -294,6 +312,31 @@ class _Done(Exception):
     pass
 
 
+class Tracker:
+    """The ranges of some cells, kept up to date one option at a time: setting
+    the option at place k re-reads only the cells that read it."""
+
+    def __init__(self, cells: list, places: list[set[int]], n: int):
+        self.cells = cells
+        self.at = [[i for i, p in enumerate(places) if k in p] for k in range(n)]
+
+    def start(self, idx: list[int]) -> list:
+        return [c.bound(0, idx) for c in self.cells]
+
+    def update(self, ranges: list, k: int, idx: list[int]) -> list:
+        """Set the ranges after place k is set; returns what to restore."""
+        saved = []
+        for i in self.at[k]:
+            saved.append((i, ranges[i]))
+            ranges[i] = self.cells[i].bound(k + 1, idx)
+        return saved
+
+
+def _restore(ranges: list, saved: list) -> None:
+    for i, value in saved:
+        ranges[i] = value
+
+
 class _State:
     def __init__(self, search: Search, domains, budget: int, first: bool, deadline: float):
         self.s = search
@@ -307,10 +350,7 @@ class _State:
         self.best: tuple[dict, Metrics] | None = None
         self.best_key: tuple | None = None  # exact
         self.best_float: tuple | None = None
-        self.mem = [c.bound(0, self.idx)[0] for c in search.memory]
-        self.host = [c.bound(0, self.idx)[0] for c in search.host]
-        self.mem_total = sum(self.mem)
-        self.host_total = sum(self.host)
+        self.ranges = search.tracker.start(self.idx)
         self.free_defaults = [sum(1 for a in range(k, n) if search.defaults[a] in domains[a])
                               for k in range(n + 1)]
 
@@ -322,6 +362,7 @@ class _State:
             self.leaf(defaults)
             return
         children = []
+        ranges, tracker = self.ranges, s.tracker
         for value in self.domains[k]:
             self.nodes += 1
             if self.nodes > self.budget:
@@ -331,12 +372,12 @@ class _State:
             self.idx[k] = value
             if not self._rules_hold(k):
                 continue
-            saved = self._update_memory(k)
+            saved = tracker.update(ranges, k, self.idx)
             if self._fits():
                 kept = defaults + (value == s.defaults[k])
-                bound = (self.mem_total,) if self.first else self._bounds(k + 1, kept)
+                bound = (self._memory(),) if self.first else self._bounds(k + 1, kept)
                 children.append((bound, value, kept))
-            self._restore_memory(saved)
+            _restore(ranges, saved)
         if len(children) > 1:  # a feasibility search tries the smallest first
             children.sort(key=_sortable)
         for bound, value, kept in children:
@@ -344,14 +385,20 @@ class _State:
                     not _lex_less(bound, self.best_float, True):
                 continue
             self.idx[k] = value
-            saved = self._update_memory(k)
+            saved = tracker.update(ranges, k, self.idx)
             self.dfs(k + 1, kept)
-            self._restore_memory(saved)
+            _restore(ranges, saved)
+
+    def _memory(self) -> float:
+        ranges = self.ranges
+        return sum(w * ranges[i][0] for w, i in self.s.memory_terms)
 
     def _fits(self) -> bool:
-        s = self.s
-        return self.mem_total <= s.budget * (1 + TOLERANCE) and \
-            (not s.host or self.host_total <= s.host_budget * (1 + TOLERANCE))
+        s, ranges = self.s, self.ranges
+        if self._memory() > s.budget * (1 + TOLERANCE):
+            return False
+        return not s.host_terms or \
+            sum(w * ranges[i][0] for w, i in s.host_terms) <= s.host_budget * (1 + TOLERANCE)
 
     def _rules_hold(self, k: int) -> bool:
         idx = self.idx
@@ -360,34 +407,17 @@ class _State:
                 return False
         return True
 
-    def _update_memory(self, k: int):
-        s, idx = self.s, self.idx
-        saved = (self.mem_total, self.host_total, [(i, self.mem[i]) for i in s.memory_at[k]],
-                 [(i, self.host[i]) for i in s.host_at[k]])
-        for i in s.memory_at[k]:
-            low = s.memory[i].bound(k + 1, idx)[0]
-            self.mem_total += low - self.mem[i]
-            self.mem[i] = low
-        for i in s.host_at[k]:
-            low = s.host[i].bound(k + 1, idx)[0]
-            self.host_total += low - self.host[i]
-            self.host[i] = low
-        return saved
-
-    def _restore_memory(self, saved) -> None:
-        self.mem_total, self.host_total, mem, host = saved
-        for i, value in mem:
-            self.mem[i] = value
-        for i, value in host:
-            self.host[i] = value
-
     def _bounds(self, k: int, defaults: int) -> tuple:
-        s, idx = self.s, self.idx
-        time = s.time.bound(k, idx)[0]
-        prefs = tuple(-tier.bound(k, idx)[1] for tier in s.tiers)
-        memory = self.mem_total
+        s, ranges = self.s, self.ranges
+        total = (0.0, 0.0)
+        for i in s.time_parts:
+            low, high = ranges[i]
+            total = (total[0] + low, total[1] + high)
+        for i in s.time_factors:
+            total = _mul(total, ranges[i])
+        prefs = tuple(-ranges[i][1] for i in s.tier_slots)
         kept = -(defaults + self.free_defaults[k])
-        return _objective(s.objective, time, prefs, memory, kept)
+        return _objective(s.objective, total[0], prefs, self._memory(), kept)
 
     def _may_beat(self, k: int, defaults: int) -> bool:
         return _lex_less(self._bounds(k, defaults), self.best_float, allow_equal=True)
@@ -409,6 +439,28 @@ class _State:
             self.best_float = tuple(float(x) for x in exact)
             if self.first:
                 raise _Done
+
+
+def _linear(cell, weight: float) -> list[tuple[float, Any]]:
+    """cell as a weighted sum of cells: sums are opened, constant factors pulled out."""
+    if isinstance(cell, Expr) and cell.op == "sum":
+        return [pair for arg in cell.args for pair in _linear(arg, weight)]
+    if isinstance(cell, Expr) and cell.op == "*":
+        a, b = cell.args
+        for const, other in ((a, b), (b, a)):
+            if isinstance(const, Table) and not const.deps and const.kind == "num":
+                return _linear(other, weight * float(const.values[0]))
+    return [(weight, cell)]
+
+
+def _product(cell) -> tuple[list, list]:
+    """time as (parts summed, factors multiplied)."""
+    if isinstance(cell, Expr) and cell.op == "*":
+        parts, factors = _product(cell.args[0])
+        return parts, factors + list(cell.args[1:])
+    if isinstance(cell, Expr) and cell.op == "sum":
+        return list(cell.args), []
+    return [cell], []
 
 
 def _sortable(child) -> tuple:
