@@ -149,12 +149,13 @@ class _Checker:
                 continue
             spec = self.vocab.field(prefix, field)
             if spec is None or field in BOOKKEEPING or spec.fact_type is None:
-                close = did_you_mean(field, fact_fields(prefix, self.vocab))
                 if spec is not None and spec.kind == "list":
-                    hint = f"'{field}' is a list; rules cannot read lists"
-                else:
-                    hint = "" if close else \
-                        f"declare the attribute first: field {prefix}.{field}: TYPE {{ ... }}"
+                    self.sink.error(f"the {prefix} attribute '{field}' is a list, which rules "
+                                    f"cannot read", decl.name_span, code="unknown-attribute")
+                    continue
+                close = did_you_mean(field, fact_fields(prefix, self.vocab))
+                hint = "" if close else \
+                    f"declare the attribute first: field {prefix}.{field}: TYPE {{ ... }}"
                 if not self.partial:
                     self.sink.error(f"the {prefix} catalog has no attribute '{field}'{close}",
                                     decl.name_span, code="unknown-attribute", hint=hint)

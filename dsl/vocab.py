@@ -109,9 +109,10 @@ class _Builder:
     def _extend(self, decl: ast.Decl, module: ast.Module) -> None:
         name = decl.name
         if name not in self.enums:
-            self.sink.error(f"unknown enum '{name}'{did_you_mean(name, self.enums)}",
-                            decl.name_span, code="unknown-enum",
-                            hint="declare it first: enum NAME [\"a\", \"b\"] { ... }")
+            close = did_you_mean(name, self.enums)
+            self.sink.error(f"unknown enum '{name}'{close}", decl.name_span, code="unknown-enum",
+                            hint="" if close else
+                            "declare it first: enum NAME [\"a\", \"b\"] { ... }")
             return
         if name in CLOSED_ENUMS:
             self.sink.error(f"enum '{name}' cannot be extended: {CLOSED_ENUMS[name]}",
@@ -196,10 +197,10 @@ class _Builder:
                 return "enum", self.enums[t.unit].values, t.unit, None, ()
             if t.unit in UNITS:
                 return "num", (), "", t.unit, ()
-            self.sink.error(f"unknown enum or unit '{t.unit}'"
-                            f"{did_you_mean(t.unit, list(self.enums) + list(UNITS))}", t.span,
-                            code="unknown-enum",
-                            hint="enums: " + ", ".join(self.enums) if self.enums else "")
+            close = did_you_mean(t.unit, list(self.enums) + list(UNITS))
+            self.sink.error(f"unknown enum or unit '{t.unit}'{close}", t.span,
+                            code="unknown-enum", hint="" if close or not self.enums else
+                            "enums: " + ", ".join(self.enums) + "; or a unit such as GiB")
             return None
         if t.kind == "list" and t.values[0].kind == "str":
             return "list", (), "", None, ()
@@ -245,7 +246,8 @@ class _Builder:
         if other is None or other.kind != "enum":
             earlier = [f.path for f in self.fields.values()
                        if f.group == decl.target and f.kind == "enum"]
-            what = "is not an enum field" if other is not None else "is not declared before it"
+            what = "is not an enum field" if other is not None else \
+                "is not a field declared before this one"
             self.sink.error(f"'{subject.dotted}' {what}{did_you_mean(subject.dotted, earlier)}",
                             subject.span, code="unknown-fact",
                             hint="'when' reads an enum field declared earlier in the vocabulary")

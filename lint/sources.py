@@ -29,6 +29,14 @@ def sourced_items(kb: KnowledgeBase):
         for item in table.values():
             if item.meta.source:
                 yield item.meta.source, item.meta.span
+    vocabulary = getattr(kb, "vocabulary", None)  # fields, enums and their extensions
+    if vocabulary is not None:
+        metas = [f.meta for f in vocabulary.fields]
+        for enum in vocabulary.enums.values():
+            metas += [enum.meta] + [meta for _, meta in enum.extensions]
+        for meta in metas:
+            if meta.source:
+                yield meta.source, meta.span
 
 
 def broken_sources(kb: KnowledgeBase, roots: list[Path]) -> tuple[list[Diagnostic], str]:
