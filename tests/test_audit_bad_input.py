@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.audit_helpers import PROJECTS, run_cli
+from audit_helpers import PROJECTS, run_cli
 
 GOOD = (PROJECTS / "lf_project" / "configs" / "qwen_lora.yaml").read_text()
 

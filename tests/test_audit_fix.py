@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from kbsolve import api
-from tests.audit_helpers import PROJECTS, run_cli, unit
+from audit_helpers import PROJECTS, run_cli, unit
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.audit_helpers import PROJECTS, run_cli
+from audit_helpers import PROJECTS, run_cli
 
 GOLDEN = PROJECTS / "golden"
 

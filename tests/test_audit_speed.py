@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from kbsolve import api
-from tests.audit_helpers import PROJECTS
+from audit_helpers import PROJECTS
 
 CONFIG = (PROJECTS / "lf_project" / "configs" / "qwen_lora.yaml").read_text()
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_kbsolve
 from kbsolve.cli.main import main
 
 LOCATED = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?P<col>\d+): error: ", re.M)
@@ -44,20 +43,8 @@ rule MY_RULE: require stge == "sft" {
 """
 
 
-def kbsolve_exe() -> list[str]:
-    exe = shutil.which("kbsolve")
-    if exe is None:  # the console script next to this interpreter
-        candidate = Path(sys.executable).with_name("kbsolve")
-        exe = str(candidate) if candidate.exists() else None
-    if exe is None:
-        pytest.skip("the kbsolve console script is not installed")
-    return [exe]
-
-
 def run_cli(args: list[str], cwd: Path, **env) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, **env)
-    return subprocess.run(kbsolve_exe() + args, cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=120)
+    return run_kbsolve(args, cwd=cwd, env=dict(os.environ, **env))
 
 
 @pytest.fixture
@@ -82,7 +69,7 @@ def summary_numbers(text: str) -> list[int]:
     return [int(n) for n in match.groups()]
 
 
-# ---- in a subprocess, through the installed console script ------------------------
+# ---- in a subprocess (tests/cli_helpers.py: this interpreter, never PATH) ---------
 
 
 def test_kb_check_exits_0_on_the_shipped_kb(tmp_path):

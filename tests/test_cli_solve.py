@@ -1,10 +1,11 @@
 """`kbsolve --gpus ... --model ...`, `estimate` and `kb test` from the command line."""
 
 import json
-import subprocess
+import os
 
 import pytest
 
+from cli_helpers import run_kbsolve
 from kbsolve.cli.main import main
 
 
@@ -115,8 +116,7 @@ def test_tiny_timeout_exits_3_or_plans(capsys):
 
 
 def test_kb_test_command_in_a_subprocess():
-    done = subprocess.run(["kbsolve", "kb", "test", "-k", "unsloth", "--coverage"],
-                          capture_output=True, text=True, timeout=120)
+    done = run_kbsolve(["kb", "test", "-k", "unsloth", "--coverage"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS  llamafactory.unsloth_refuses_zero3" in done.stdout
     assert "untested rules: 0" in done.stdout
@@ -141,11 +141,10 @@ def test_enumerate_solver_agrees_on_a_pinned_query(capsys):
 def test_json_is_identical_across_hash_seeds(tmp_path):
     outputs = set()
     for seed in ("0", "1", "12345"):
-        done = subprocess.run(["kbsolve", "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1",
-                               "--timeout", "120",
-                               "--format", "json"], capture_output=True, text=True, timeout=120,
-                              env={**__import__("os").environ, "PYTHONHASHSEED": seed,
-                                   "KBSOLVE_CACHE_DIR": str(tmp_path)})
+        done = run_kbsolve(["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1",
+                            "--timeout", "120", "--format", "json"],
+                           env={**os.environ, "PYTHONHASHSEED": seed,
+                                "KBSOLVE_CACHE_DIR": str(tmp_path)})
         assert done.returncode == 0, done.stderr
         outputs.add(done.stdout)
     assert len(outputs) == 1

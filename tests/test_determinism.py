@@ -5,11 +5,12 @@ tests/test_cli_solve.py, and `python -m bench` runs as many of the 20 as fit).""
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
-QUERY = ["kbsolve", "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--timeout", "300",
+from cli_helpers import run_kbsolve
+
+QUERY = ["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--timeout", "300",
          "--format", "json"]
 
 
@@ -17,9 +18,8 @@ QUERY = ["kbsolve", "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--
 def test_json_is_identical_over_20_processes_and_hash_seeds(tmp_path):
     outputs = set()
     for seed in range(20):
-        done = subprocess.run(QUERY, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "PYTHONHASHSEED": str(seed),
-                                   "KBSOLVE_CACHE_DIR": str(tmp_path)})
+        done = run_kbsolve(QUERY, timeout=600, env={**os.environ, "PYTHONHASHSEED": str(seed),
+                                                    "KBSOLVE_CACHE_DIR": str(tmp_path)})
         assert done.returncode == 0, done.stderr
         outputs.add(done.stdout)
     assert len(outputs) == 1

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 from lark import Lark
 
+from cli_helpers import run_kbsolve
 from kbsolve.diagnostics import DiagnosticSink, KbError
 from kbsolve.dsl import load_kb
 from kbsolve.dsl.check import check
@@ -439,8 +440,7 @@ def _limit_child():
 
 
 def _kbsolve_limited(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["kbsolve", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=CHILD_SECONDS, preexec_fn=_limit_child)
+    return run_kbsolve(argv, cwd=cwd, timeout=CHILD_SECONDS, preexec_fn=_limit_child)
 
 
 def _big_case(tmp_path: Path, kind: str) -> list[str]:

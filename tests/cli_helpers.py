@@ -1,0 +1,31 @@
+"""Running `kbsolve` as a child process, hermetically.
+
+Children run the interpreter that runs the tests, on the `kbsolve` it imports
+(the checkout, through the editable install), never a `kbsolve` executable
+found on PATH: a clean clone's `.venv/bin` is not on PATH, and a PATH that has
+one may hold another install. `python -m kbsolve` does not work (the package
+has no `__main__.py`), so children run the console script's own module; `-P`
+(Python 3.11+) keeps the child's working directory off sys.path, as it is for
+the console script.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PYTHON = (sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []))
+KBSOLVE = (*PYTHON, "-m", "kbsolve.cli.main")
+
+
+def kbsolve_argv(*args: str) -> list[str]:
+    """The argv of a `kbsolve ARGS...` child process."""
+    return [*KBSOLVE, *args]
+
+
+def run_kbsolve(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """`kbsolve ARGS...` in a child process; output captured as text, 120 s at most."""
+    kwargs.setdefault("capture_output", True)
+    kwargs.setdefault("text", True)
+    kwargs.setdefault("timeout", 120)
+    return subprocess.run(kbsolve_argv(*args), **kwargs)
