@@ -1,30 +1,113 @@
-"""Shared fixtures: every test gets its own KB cache directory."""
+"""Shared fixtures: every test gets its own KB cache directory, holding a copy of
+the shipped KB's entry (built once per run); `--cpu-durations=N` lists the N
+tests that cost the most CPU time."""
 
 from __future__ import annotations
 
+import os
+import resource
+import shutil
+import time
+
 import pytest
+
+CACHE_ENV = "KBSOLVE_CACHE_DIR"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "empty_kb_cache: the test's KB cache directory starts empty (the cache "
+                   "tests); by default it holds the shipped KB's entry")
+
+
+@pytest.fixture(scope="session")
+def _shipped_kb_cache_entries(tmp_path_factory) -> list:
+    """The shipped KB's cache entry, built once per run in a directory of its own.
+
+    Empty where the shipped KB does not load: each test then builds it itself and
+    reports the error where it belongs."""
+    folder = tmp_path_factory.mktemp("kbsolve-cache-seed")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(folder))
+        patch.delenv("KBSOLVE_PATH", raising=False)
+        try:
+            from kbsolve.dsl import load_kb
+            load_kb()
+        except Exception:  # noqa: BLE001 - the tests that load the KB say what is wrong
+            return []
+    return sorted(folder.glob("kb-*.pickle"))
 
 
 @pytest.fixture(autouse=True)
-def _private_kb_cache(tmp_path_factory, monkeypatch):
+def _private_kb_cache(request, tmp_path_factory, monkeypatch):
     """Point KBSOLVE_CACHE_DIR at a fresh temporary directory for each test.
 
     Tests must never read or write the user's real cache; `KBSOLVE_PATH` is
-    cleared too so that a developer's own packs do not leak into the tests.
+    cleared too so that a developer's own packs do not leak into the tests. The
+    directory holds a copy (never a link: a test may damage it) of the shipped
+    KB's entry, so that a test which loads the KB does not parse it again; tests
+    marked `empty_kb_cache` start from an empty directory. The entries go with
+    the test (1 MB each, a run's temporary folders would hold hundreds).
     """
     cache = tmp_path_factory.mktemp("kbsolve-cache")
-    monkeypatch.setenv("KBSOLVE_CACHE_DIR", str(cache))
+    monkeypatch.setenv(CACHE_ENV, str(cache))
     monkeypatch.delenv("KBSOLVE_PATH", raising=False)
-    return cache
+    if request.node.get_closest_marker("empty_kb_cache") is None:
+        for entry in request.getfixturevalue("_shipped_kb_cache_entries"):
+            shutil.copyfile(entry, cache / entry.name)
+    yield cache
+    for entry in cache.glob("*kb-*"):
+        try:
+            entry.unlink()
+        except OSError:
+            pass
 
 
 def pytest_collection_modifyitems(config, items):
-    """`slow` tests (long fuzz runs) run only with `-m slow` or KBSOLVE_SLOW=1."""
-    import os
-
+    """`slow` tests (long checks) run only with `-m slow` or KBSOLVE_SLOW=1."""
     if "slow" in (config.getoption("-m") or "") or os.environ.get("KBSOLVE_SLOW"):
         return
-    skip = pytest.mark.skip(reason="long fuzz run; use -m slow or KBSOLVE_SLOW=1")
+    skip = pytest.mark.skip(reason="long check; use -m slow or KBSOLVE_SLOW=1")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# ---- CPU time per test -------------------------------------------------------------
+
+def pytest_addoption(parser):
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="list the N tests that cost the most CPU time (this process and "
+                          "its children, setup and teardown included; 0 for all)")
+
+
+_CPU: dict[str, list[float]] = {}
+
+
+def _cpu_now() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    cpu, wall = _cpu_now(), time.perf_counter()
+    yield
+    _CPU[item.nodeid] = [_cpu_now() - cpu, time.perf_counter() - wall]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    count = config.getoption("--cpu-durations")
+    if count is None or not _CPU:
+        return
+    total = sum(cpu for cpu, _ in _CPU.values())
+    ranked = sorted(_CPU.items(), key=lambda kv: -kv[1][0])
+    shown = ranked if count == 0 else ranked[:count]
+    write = terminalreporter.write_line
+    terminalreporter.section(f"CPU time per test: {total:.1f} s over {len(_CPU)} tests")
+    write("    cpu s   share   wall s  test")
+    for nodeid, (cpu, wall) in shown:
+        write(f"{cpu:9.2f} {100 * cpu / total:6.1f}% {wall:8.2f}  {nodeid}")
+    rest = total - sum(cpu for _, (cpu, _w) in shown)
+    write(f"{sum(c for _, (c, _w) in shown):9.2f} {100 * (total - rest) / total:6.1f}%"
+          f"           the {len(shown)} above")

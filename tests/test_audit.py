@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from kbsolve import api
-from tests.audit_helpers import PROJECTS, unit
+from audit_helpers import PROJECTS, unit
+from plans import shipped_kb
 
 LF, FF = "llamafactory", "flow-factory"
 
 
 @pytest.fixture(scope="module")
 def kb():
-    return api.load_kb(use_cache=False)
+    return shipped_kb()
 
 
 @pytest.fixture(scope="module")

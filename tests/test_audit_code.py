@@ -6,12 +6,13 @@ import pytest
 
 from kbsolve import api
 from kbsolve.audit.code_patterns import judge_code, parse_pattern, scan
-from tests.audit_helpers import PROJECTS, unit
+from audit_helpers import PROJECTS, unit
+from plans import shipped_kb
 
 
 @pytest.fixture(scope="module")
 def report():
-    return api.audit(str(PROJECTS / "pt_project"), kb=api.load_kb(use_cache=False))[0]
+    return api.audit(str(PROJECTS / "pt_project"), kb=shipped_kb())[0]
 
 
 def test_every_code_check_trips_on_the_faulty_script(report):

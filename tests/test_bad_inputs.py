@@ -286,21 +286,6 @@ def test_the_table_is_large_and_names_are_unique():
     assert len(set(names)) == len(names)
 
 
-@pytest.fixture(autouse=True)
-def _shared_cache(tmp_path_factory, monkeypatch):
-    """One KB cache for the whole table (the shipped KB is parsed once, not per case)."""
-    monkeypatch.setenv("KBSOLVE_CACHE_DIR", str(_cache_dir(tmp_path_factory)))
-
-
-_CACHE: list[Path] = []
-
-
-def _cache_dir(factory) -> Path:
-    if not _CACHE:
-        _CACHE.append(factory.mktemp("bad-inputs-cache"))
-    return _CACHE[0]
-
-
 def _param(case):
     if hasattr(case, "values"):  # already a pytest.param (with its own marks)
         return pytest.param(*case.values, id=case.values[0], marks=case.marks)

@@ -17,6 +17,7 @@ from kbsolve.dsl.cache import CACHE_ENV, KbCache, cache_dir
 from kbsolve.dsl.kb import KnowledgeBase
 
 MAGIC = b"kbsolve-kb-cache-v1\n"
+pytestmark = pytest.mark.empty_kb_cache  # these tests count builds and entries from nothing
 
 
 @pytest.fixture

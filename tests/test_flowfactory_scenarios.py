@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kbsolve import api
+from plans import shipped_kb
 
 # (query, template settings under their real names, rules the template breaks,
 #  warnings it must raise). Scenario 4 asks for ZeRO-3 (R16); scenario 5 keeps
@@ -53,7 +54,7 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module")
 def kb():
-    return api.load_kb(use_cache=False)
+    return shipped_kb()
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

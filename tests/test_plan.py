@@ -7,15 +7,16 @@ import yaml
 
 from kbsolve import api
 from kbsolve.solver.kbtest import coverage, run_tests
+from plans import shipped_kb, solved
 
 
 @pytest.fixture(scope="module")
 def kb():
-    return api.load_kb()
+    return shipped_kb()
 
 
 def test_plan_is_optimal_and_every_option_has_a_reason(kb):
-    plan = api.solve({"gpus": "1x4090", "model": "qwen3-8b", "top": 0}, kb)
+    plan = solved({"gpus": "1x4090", "model": "qwen3-8b", "top": 0})
     assert plan.status == "optimal"
     assert plan.memory.fits and plan.memory.per_gpu_gib.device <= plan.memory.budget_gib
     options = {o.name for o in kb.options.values() if o.framework == "llamafactory"}
@@ -28,7 +29,7 @@ def test_plan_is_optimal_and_every_option_has_a_reason(kb):
 
 
 def test_speed_reason_names_the_slower_alternative(kb):
-    plan = api.solve({"gpus": "1x4090", "model": "qwen3-8b", "top": 0}, kb)
+    plan = solved({"gpus": "1x4090", "model": "qwen3-8b", "top": 0})
     choice = next(c for c in plan.explanation if c.option == "flash_attn")
     assert choice.value == "fa2" and choice.kind == "speed"
     assert "slower" in choice.reasons[0].detail

@@ -17,6 +17,7 @@ import pytest
 from kbsolve import api
 from kbsolve.cli.main import main
 from kbsolve.diagnostics import EXIT_OK, EXIT_UNKNOWN
+from plans import shipped_kb
 
 MARGIN_S = 0.5
 WALL_SLACK_S = 10.0  # wall time on a shared two-core machine is only a sanity bound
@@ -31,7 +32,7 @@ HARD = [
 
 @pytest.fixture(scope="module")
 def kb():
-    knowledge = api.load_kb()
+    knowledge = shipped_kb()
     api.solve({"gpus": "1xA100", "model": "qwen3-8b", "top": 0}, knowledge)  # warm Z3 up
     return knowledge
 
