@@ -23,6 +23,7 @@ from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.tables import Expr, Table, Tables, _mul, masked
 
 NODE_BUDGET = 200_000
+ROUNDS = (10_000, 40_000, 150_000)  # node shares of the rounds (see Search.run)
 TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
 
 
@@ -211,17 +212,19 @@ class Search:
         return allowed
 
     # ---- the search
-    def prepare(self) -> bool:
-        """Domains, order and bounds for this problem; False when the rules and
-        pins leave some option no value."""
-        if hasattr(self, "allowed"):
+    def prepare(self, axes: list[int] | None = None) -> bool:
+        """Domains, order and bounds for this problem (`axes`: a new order);
+        False when the rules and pins leave some option no value."""
+        if hasattr(self, "allowed") and axes is None:
             return self.allowed is not None
-        self.why: dict = {}
-        self.allowed = self.domains(why=self.why)
-        if self.allowed is None:
-            return False
+        if not hasattr(self, "allowed"):
+            self.why: dict = {}
+            self.allowed = self.domains(why=self.why)
+            if self.allowed is None:
+                return False
         p = self.p
-        axes = self._plan_order(self.allowed)
+        axes = axes or self._plan_order(self.allowed)
+        self.axes = axes
         self.order = [self.keys[a] for a in axes]
         self.place = {key: i for i, key in enumerate(self.order)}
         position = [0] * len(axes)
@@ -247,9 +250,39 @@ class Search:
             budget: int = NODE_BUDGET, first: bool = False,
             deadline: float = math.inf) -> Found:
         """The exact optimum (or, with first=True, any feasible plan) with the
-        options in `fixed` held; `start` orders the values to try first."""
+        options in `fixed` held; `start` orders the values to try first.
+
+        An optimisation runs in rounds: when a round spends its share of the
+        budget, the options whose setting pruned most of the children they were
+        tried on move to the front of the order, and the next round starts from
+        the best plan so far. Rounds and shares are counted, so the same query
+        takes the same path."""
         if not self.prepare():
             return Found("infeasible", None, None, 0)
+        if first or fixed:
+            return self._round(start, fixed, budget, first, deadline)[0]
+        used = 0
+        for share in ROUNDS:
+            found, state = self._round(start, fixed, min(budget - used, share), False, deadline)
+            used += found.nodes
+            if found.status != "budget" or used >= budget:
+                return Found(found.status, found.chosen, found.metrics, used)
+            start = found.chosen or start
+            self.prepare(self._learned_order(state))
+        return Found("budget", found.chosen, found.metrics, used)
+
+    def _learned_order(self, state) -> list[int]:
+        """Options that pruned at least 90% of the children tried on them go
+        first (singletons stay ahead), most pruning first; the rest keep their order."""
+        ratio = [state.pruned[k] / state.tried[k] if state.tried[k] >= 8 else 0.0
+                 for k in range(len(self.axes))]
+        decisive = sorted((k for k in range(len(self.axes)) if ratio[k] >= 0.9),
+                          key=lambda k: (-ratio[k], k))
+        single = [k for k in range(len(self.axes)) if len(self.base_domains[k]) == 1]
+        rest = [k for k in range(len(self.axes)) if k not in decisive and k not in single]
+        return [self.axes[k] for k in single + [k for k in decisive if k not in single] + rest]
+
+    def _round(self, start, fixed, budget, first, deadline):
         p = self.p
         domains = [list(d) for d in self.base_domains]
         for key, value in (fixed or {}).items():
@@ -277,8 +310,8 @@ class Search:
             status = "optimal"
         if state.best is None:
             return Found("infeasible" if status == "optimal" else status, None, None,
-                         state.nodes)
-        return Found(status, state.best[0], state.best[1], state.nodes)
+                         state.nodes), state
+        return Found(status, state.best[0], state.best[1], state.nodes), state
 
     def clash(self, key: str, value, start: dict[str, Any], budget: int) -> list[str] | None:
         """None when some feasible plan has key=value; else the parts that rule
@@ -351,6 +384,8 @@ class _State:
         self.best_key: tuple | None = None  # exact
         self.best_float: tuple | None = None
         self.ranges = search.tracker.start(self.idx)
+        self.tried = [0] * n
+        self.pruned = [0] * n
         self.free_defaults = [sum(1 for a in range(k, n) if search.defaults[a] in domains[a])
                               for k in range(n + 1)]
 
@@ -370,19 +405,24 @@ class _State:
             if not self.nodes & 255 and time.monotonic() > self.deadline:
                 raise TimedOut
             self.idx[k] = value
+            self.tried[k] += 1
             if not self._rules_hold(k):
+                self.pruned[k] += 1
                 continue
             saved = tracker.update(ranges, k, self.idx)
             if self._fits():
                 kept = defaults + (value == s.defaults[k])
                 bound = (self._memory(),) if self.first else self._bounds(k + 1, kept)
                 children.append((bound, value, kept))
+            else:
+                self.pruned[k] += 1
             _restore(ranges, saved)
         if len(children) > 1:  # a feasibility search tries the smallest first
             children.sort(key=_sortable)
         for bound, value, kept in children:
             if self.best_float is not None and not self.first and \
                     not _lex_less(bound, self.best_float, True):
+                self.pruned[k] += 1
                 continue
             self.idx[k] = value
             saved = tracker.update(ranges, k, self.idx)
