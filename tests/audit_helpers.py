@@ -7,7 +7,6 @@ from pathlib import Path
 from kbsolve.cli.main import main
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
-EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples"
 
 
 def unit(report, suffix: str):

@@ -7,31 +7,35 @@ from __future__ import annotations
 import pytest
 
 from kbsolve import api
-from tests.audit_helpers import EXAMPLES
+from plans import shipped_kb
+from shared_data import shared_dir
 
-pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="../shared/examples not present")
+
+@pytest.fixture(scope="module")
+def examples():
+    return shared_dir("examples")
 
 
 @pytest.fixture(scope="module")
 def kb():
-    return api.load_kb(use_cache=False)
+    return shipped_kb()
 
 
 @pytest.fixture(scope="module")
-def lf(kb):
-    return api.audit(str(EXAMPLES / "llamafactory"), kb=kb)[0]
+def lf(kb, examples):
+    return api.audit(str(examples / "llamafactory"), kb=kb)[0]
 
 
 @pytest.fixture(scope="module")
-def ff(kb):
-    return api.audit(str(EXAMPLES / "flow-factory"), kb=kb)[0]
+def ff(kb, examples):
+    return api.audit(str(examples / "flow-factory"), kb=kb)[0]
 
 
-def test_every_llamafactory_training_example_is_audited(lf):
+def test_every_llamafactory_training_example_is_audited(lf, examples):
     paths = {u.path for u in lf.units}
     for folder in ("train_lora", "train_full", "train_qlora"):
-        expected = {p.relative_to(EXAMPLES / "llamafactory").as_posix()
-                    for p in (EXAMPLES / "llamafactory" / "examples" / folder).glob("*.yaml")}
+        expected = {p.relative_to(examples / "llamafactory").as_posix()
+                    for p in (examples / "llamafactory" / "examples" / folder).glob("*.yaml")}
         assert expected and expected <= paths
     assert all(u.framework == "llamafactory" for u in lf.units)
     assert not any("/deepspeed/" in p or "/accelerate/" in p for p in paths)
@@ -47,9 +51,9 @@ def test_deepspeed_json_is_read_through_the_reference(lf):
     assert ds3.files["deepspeed"] == "examples/deepspeed/ds_z3_config.json"
 
 
-def test_every_flow_factory_example_is_audited(ff):
-    expected = {p.relative_to(EXAMPLES / "flow-factory").as_posix()
-                for p in (EXAMPLES / "flow-factory" / "examples").rglob("*.yaml")}
+def test_every_flow_factory_example_is_audited(ff, examples):
+    expected = {p.relative_to(examples / "flow-factory").as_posix()
+                for p in (examples / "flow-factory" / "examples").rglob("*.yaml")}
     paths = {u.path for u in ff.units}
     assert expected <= paths
     assert not any(p.startswith("config/") for p in paths)  # accelerate/DeepSpeed files

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from kbsolve import api
+from plans import shipped_kb, solved
+from shared_data import shared_dir
 
-FACT_SHEET = Path(__file__).resolve().parents[2] / "shared" / "reference" / "flowfactory.md"
 SECTIONS = {"data": "1.2", "model": "1.3", "scheduler": "1.4", "train": "1.5", "eval": "1.7",
             "rewards": "1.9"}
 # Keys the fact sheet documents as pass-through, by section (§0, §1.4, §1.7).
@@ -20,19 +21,17 @@ PASS_THROUGH = {"scheduler": {"flow_shift"}, "train": {"num_frames"}, "eval": {"
 
 @pytest.fixture(scope="module")
 def kb():
-    return api.load_kb(use_cache=False)
+    return shipped_kb()
 
 
-@pytest.fixture(scope="module")
-def flagship(kb):
-    return api.solve({"gpus": "8xA100", "model": "wan14b"}, kb)
+@pytest.fixture
+def flagship():
+    return solved({"gpus": "8xA100", "model": "wan14b"})
 
 
 def _fact_sheet_fields() -> dict[str, set[str]]:
     """Declared keys per section, read from the fact sheet's tables and lists."""
-    if not FACT_SHEET.exists():
-        pytest.skip("the shared fact sheet is not here")
-    text = FACT_SHEET.read_text(encoding="utf-8")
+    text = shared_dir("reference", "flowfactory.md").read_text(encoding="utf-8")
     parts = re.split(r"^### (\d\.\d+) ", text, flags=re.M)
     by_number = {parts[i]: parts[i + 1].split("\n## ")[0] for i in range(1, len(parts) - 1, 2)}
     fields: dict[str, set[str]] = {}
@@ -116,7 +115,7 @@ def test_flagship_emits_train_yaml_and_its_accelerate_file(kb, flagship, tmp_pat
 ])
 def test_every_emitted_key_is_a_declared_field(kb, query, tmp_path):
     fields = _fact_sheet_fields()
-    plan = api.solve(query, kb)
+    plan = solved(query)
     assert plan.status in ("optimal", "feasible")
     api.emit(plan, str(tmp_path), kb)
     train = yaml.safe_load((tmp_path / "train.yaml").read_text())
@@ -130,8 +129,8 @@ def test_every_emitted_key_is_a_declared_field(kb, query, tmp_path):
 
 
 def test_two_wan22_experts_are_written_as_a_list(kb, tmp_path):
-    plan = api.solve({"gpus": "8xH100", "model": "wan2.2-t2v-a14b",
-                      "set": ["target_components=both"]}, kb)
+    plan = solved({"gpus": "8xH100", "model": "wan2.2-t2v-a14b",
+                   "set": ["target_components=both"]})
     api.emit(plan, str(tmp_path), kb)
     train = yaml.safe_load((tmp_path / "train.yaml").read_text())
     assert train["model"]["target_components"] == ["transformer", "transformer_2"]

@@ -4,16 +4,18 @@ fact sheet documents."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kbsolve import api
 from flowfactory_examples import example_query
+from plans import shipped_kb
+from shared_data import needs_shared, shared_dir, shared_path
 
-ROOT = Path(__file__).resolve().parents[2] / "shared" / "examples" / "flow-factory"
+pytestmark = needs_shared  # every test here reads the examples
+ROOT = shared_path("examples", "flow-factory")
 EXAMPLES = sorted(p for p in ROOT.glob("**/*.yaml")
-                  if "config" not in p.relative_to(ROOT).parts[:1] and p.name != "fsdp2_wan.yaml")
+                  if "config" not in p.relative_to(ROOT).parts[:1]
+                  and p.name != "fsdp2_wan.yaml") if ROOT else []
 # Fact sheet R17: the Wan2.2 LoRA examples pair ZeRO-2 with both experts. R11: the
 # async template runs 6 ranks with M = 64 under the forced group_contiguous sampler.
 BROKEN = {"examples/grpo/lora/wan22/t2v.yaml": {"R17"},
@@ -23,12 +25,11 @@ BROKEN = {"examples/grpo/lora/wan22/t2v.yaml": {"R17"},
 
 @pytest.fixture(scope="module")
 def kb():
-    return api.load_kb(use_cache=False)
+    return shipped_kb()
 
 
 def test_the_examples_are_here():
-    if not ROOT.exists():
-        pytest.skip("the shared Flow-Factory examples are not here")
+    assert ROOT is not None, "../shared has no examples/flow-factory"
     assert len(EXAMPLES) > 50
 
 
@@ -42,7 +43,7 @@ def test_example_breaks_only_documented_rules(kb, path):
 
 
 def test_wan22_lora_example_is_fixed_by_the_solver(kb):
-    path = ROOT / "examples/grpo/lora/wan22/t2v.yaml"
+    path = shared_dir("examples", "flow-factory", "examples/grpo/lora/wan22/t2v.yaml")
     query, _, _ = example_query(kb, str(path))
     plan = api.solve({**query, "set": ["target_components=both"]}, kb)
     assert plan.status in ("optimal", "feasible")

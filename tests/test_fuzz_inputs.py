@@ -24,22 +24,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cli_helpers import kbsolve_argv
 from kbsolve import api
 from kbsolve.catalog import model_from_hf_config
 from kbsolve.catalog.schema import ModelSpec
 from kbsolve.diagnostics import KbError
+from plans import shipped_kb
+from shared_data import shared_dir, shared_path
 
 EXAMPLES = int(os.environ.get("KBSOLVE_INPUT_FUZZ_EXAMPLES", "20"))
 FAST = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 LONG = settings(FAST, max_examples=2_000)
-SHARED_EXAMPLES = Path("/work/shared/examples")
 
 
-@lru_cache(maxsize=1)
 def kb():
-    return api.load_kb()
+    return shipped_kb()
 
 
 def assert_reported(error: KbError, file: str | None = None) -> None:
@@ -214,7 +215,6 @@ def test_estimate_command_line(argv):
     import contextlib
     import io
     out, err = io.StringIO(), io.StringIO()
-    kb()  # the KB is read from this module's cache below
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     text = out.getvalue() + err.getvalue()
@@ -234,11 +234,15 @@ YAML_TEXT = st.one_of(
 )
 
 
-def _example_yamls() -> list[str]:
-    if not SHARED_EXAMPLES.is_dir():
-        return []
-    paths = sorted(SHARED_EXAMPLES.rglob("*.yaml"))
-    return [p.read_text("utf-8", "replace") for p in paths[::max(len(paths) // 40, 1)]]
+@lru_cache(maxsize=1)
+def _example_yamls() -> tuple[str, ...]:
+    """Every 40th of the frameworks' example YAMLs (none without ../shared: the
+    mutations then start from a one-line config)."""
+    examples = shared_path("examples")
+    if examples is None:
+        return ()
+    paths = sorted(examples.rglob("*.yaml"))
+    return tuple(p.read_text("utf-8", "replace") for p in paths[::max(len(paths) // 40, 1)])
 
 
 @st.composite
@@ -326,7 +330,7 @@ def test_audit_of_a_random_project(files):
 
 def test_an_unmutated_example_is_audited_as_a_unit(tmp_path):
     """The project fuzz above reaches the audit proper: a real example is a unit."""
-    example = next(p for p in sorted(SHARED_EXAMPLES.rglob("*.yaml")) if "sft" in p.name)
+    example = next(p for p in sorted(shared_dir("examples").rglob("*.yaml")) if "sft" in p.name)
     (tmp_path / "train.yaml").write_bytes(example.read_bytes())
     report, _ = api.audit(str(tmp_path), "8xA100", kb())
     assert [unit.framework for unit in report.units] == ["llamafactory"]
@@ -370,7 +374,7 @@ def test_two_cli_processes_rebuild_a_corrupted_cache_entry(tmp_path):
     import subprocess
     cache = tmp_path / "cache"
     env = {**os.environ, "KBSOLVE_CACHE_DIR": str(cache)}
-    command = ["kbsolve", "list", "gpus", "--format", "json"]
+    command = kbsolve_argv("list", "gpus", "--format", "json")
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     (entry,) = cache.glob("kb-*.pickle")
     data = bytearray(entry.read_bytes())

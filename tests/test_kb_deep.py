@@ -9,6 +9,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.cli.main import main
+from shared_data import needs_shared
 
 PLANTED = """module planted.rules for llamafactory
 import core.facts
@@ -146,11 +147,15 @@ def test_redundant_rule_names_the_rule_that_implies_it(dead_report):
     assert [n.message.split(" ")[1] for n in found[0].notes] == ["P13"]
 
 
-def test_unused_let_unwritten_option_and_bad_source(dead_report):
+def test_unused_let_and_unwritten_option(dead_report):
     assert [d.span.line for d in by_code(dead_report, "unused")
             if "planted_unused" in d.message] == [24]
     assert [d.span.line for d in by_code(dead_report, "no-emit")
             if "planted_silent_option" in d.message] == [29]
+
+
+@needs_shared  # the seed sections a source names are read from ../shared/seeds
+def test_bad_source_names_its_location(dead_report):
     bad = [d for d in by_code(dead_report, "bad-source") if "seed:002#ZZ" in d.message]
     assert [d.span.line for d in bad] == [39]
 

@@ -16,9 +16,11 @@ import pytest
 import yaml
 
 from kbsolve import api
+from plans import shipped_kb, solved
+from shared_data import shared_dir
 
 GOLDEN = Path(__file__).parent / "golden" / "emit_llamafactory"
-EXAMPLES = Path("/work/shared/examples/llamafactory/examples")
+LF_EXAMPLES = "examples/llamafactory/examples"  # in ../shared
 
 # name -> (gpus, model, pins): pinned so that the solver's choice cannot drift
 PLANS = {
@@ -58,10 +60,9 @@ REAL_KEYS = {
 
 def _emit(name: str, tmp_path: Path) -> dict[str, str]:
     gpus, model, pins = PLANS[name]
-    kb = api.load_kb()
-    plan = api.solve({"gpus": gpus, "model": model, "set": pins, "top": 0, "timeout": 120}, kb)
+    plan = solved({"gpus": gpus, "model": model, "set": pins, "top": 0, "timeout": 120})
     assert plan.status in ("optimal", "feasible"), plan.status
-    written = api.emit(plan, str(tmp_path), kb)
+    written = api.emit(plan, str(tmp_path), shipped_kb())
     return {Path(p).name: Path(p).read_text(encoding="utf-8") for p in written}
 
 
@@ -88,9 +89,9 @@ def test_train_yaml_has_real_keys_only(name, tmp_path):
 
 
 def test_zero3_json_is_llamafactorys_example(tmp_path):
+    theirs = json.loads(shared_dir(LF_EXAMPLES, "deepspeed", "ds_z3_config.json").read_text())
     files = _emit("full_z3_8xh100", tmp_path)
     ours = json.loads(files["ds_config.json"])
-    theirs = json.loads((EXAMPLES / "deepspeed" / "ds_z3_config.json").read_text())
     # HF fills "auto" with hidden x hidden; kbsolve writes the number it becomes
     assert ours["zero_optimization"].pop("reduce_bucket_size") == 4096 * 4096
     theirs["zero_optimization"].pop("reduce_bucket_size")
@@ -101,9 +102,10 @@ def test_zero3_json_is_llamafactorys_example(tmp_path):
 
 
 def test_fsdp_qlora_uses_accelerate(tmp_path):
+    theirs = yaml.safe_load(
+        shared_dir(LF_EXAMPLES, "accelerate", "fsdp_config_offload.yaml").read_text())
     files = _emit("fsdp_qlora_2x4090", tmp_path)
     ours = yaml.safe_load(files["accelerate_config.yaml"])
-    theirs = yaml.safe_load((EXAMPLES / "accelerate" / "fsdp_config_offload.yaml").read_text())
     for key in ("tpu_env", "tpu_use_cluster", "tpu_use_sudo"):
         theirs.pop(key)  # TPU settings, at accelerate's defaults
     assert ours == theirs
