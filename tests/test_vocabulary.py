@@ -193,3 +193,25 @@ def test_a_framework_trains_declared_model_kinds(tmp_path, monkeypatch):
         '  source "docs:https://example.org"\n}\n')})
     assert [e[2:] for e in errors] == [("enum-value", "'lmm' is not a model kind; did you mean "
                                                       "'llm'?")]
+
+
+# ---- docs/dsl.md §5.18 -----------------------------------------------------------
+
+
+def test_the_vocabulary_section_of_the_reference_checks(tmp_path):
+    import re
+    from kbsolve.dsl.load import check_paths
+    text = (ROOT / "docs" / "dsl.md").read_text(encoding="utf-8")
+    section = text[text.index("### 5.18"):text.index("## 6. Expressions")]
+    shipped = (ROOT / "kb" / "core" / "vocabulary.kb").read_text(encoding="utf-8")
+    blocks = re.findall(r"```kb( shipped)?\n(.*?)```", section, re.S)
+    assert len(blocks) >= 4
+    for n, (is_shipped, body) in enumerate(blocks):
+        if is_shipped:
+            assert body.strip() in shipped, body
+            continue
+        pack = tmp_path / f"b{n}"
+        pack.mkdir()
+        (pack / "block.kb").write_text(body, encoding="utf-8")
+        _, error = check_paths([pack])
+        assert error is None, error.render()
