@@ -36,7 +36,7 @@ class Table:
     search, prepare() lays the table out in the search's order of options."""
 
     __slots__ = ("deps", "sizes", "array", "values", "kind", "exact", "strides", "_levels",
-                 "_search_deps", "_full")
+                 "_search_deps", "_full", "need")
 
     def __init__(self, deps: tuple[int, ...], sizes: tuple[int, ...], array, kind: str,
                  exact: bool):
@@ -45,6 +45,7 @@ class Table:
         self.strides = _strides(sizes)
         self._levels = None
         self._search_deps = ()
+        self.need = "both"  # or "low" / "high": the side of the ranges a search reads
 
     def value(self, idx: list[int]):
         at = 0
@@ -76,16 +77,27 @@ class Table:
         self._search_deps = tuple(places)
 
     def _level(self, j: int):
-        """(strides, low, high) over the first j search-ordered axes, as lists;
-        built on first use (most levels of most tables are never read)."""
-        low, high = self._full
+        """(strides, low, high) over the first j search-ordered axes, built on
+        first use from the nearest level below it (most levels of most tables
+        are never read). Small levels become lists (faster to index); large
+        ones stay flat arrays, read with .item()."""
+        above = j + 1
+        while above < len(self._levels) and self._levels[above] is None:
+            above += 1
+        low, high = self._full if above >= len(self._levels) - 1 or \
+            self._levels[above] is None else self._levels[above][3]
         axes = tuple(range(j, low.ndim))
         if axes:
-            low = np.fmin.reduce(low, axis=axes)
-            high = np.fmax.reduce(high, axis=axes)
-        flat_low = low.ravel().tolist()
-        flat_high = flat_low if high is low else high.ravel().tolist()
-        level = (_strides(low.shape), flat_low, flat_high)
+            if self.need == "low":
+                low = high = np.fmin.reduce(low, axis=axes)
+            elif self.need == "high":
+                low = high = np.fmax.reduce(high, axis=axes)
+            else:
+                low, high = np.fmin.reduce(low, axis=axes), np.fmax.reduce(high, axis=axes)
+        level = (_strides(low.shape), _flat(low), _flat(high) if high is not low else None,
+                 (low, high))
+        if level[2] is None:
+            level = (level[0], level[1], level[1], level[3])
         self._levels[j] = level
         return level
 
@@ -96,15 +108,18 @@ class Table:
         if self.kind == "code":
             return UNKNOWN if any(a >= k for a in deps) else (self._at(idx),) * 2
         j = bisect.bisect_left(deps, k)
-        strides, low, high = self._levels[j] or self._level(j)
+        strides, low, high, _ = self._levels[j] or self._level(j)
         at = 0
         for t in range(j):
             at += idx[deps[t]] * strides[t]
-        return low[at], high[at]
+        if type(low) is list:
+            return low[at], high[at]
+        return low.item(at), high.item(at)
 
     def _at(self, idx):
-        strides, low, _ = self._levels[-1] or self._level(len(self._search_deps))
-        return low[sum(idx[d] * s for d, s in zip(self._search_deps, strides))]
+        strides, low, _, _ = self._levels[-1] or self._level(len(self._search_deps))
+        at = sum(idx[d] * s for d, s in zip(self._search_deps, strides))
+        return low[at] if type(low) is list else low.item(at)
 
     def spread(self, allowed: list) -> dict[int, float]:
         """Per axis: how far fixing it to its worst allowed value lifts the
@@ -304,6 +319,14 @@ class Tables:
         if op == "+" and isinstance(args[0], Expr) and args[0].op == "sum":
             return Expr("sum", args[0].args + [args[1]], kind, exact)
         return Expr("sum" if op == "+" else op, list(args), kind, exact)
+
+
+LIST_LIMIT = 2048  # levels up to this many cells are read as lists
+
+
+def _flat(array):
+    flat = array.ravel()
+    return flat.tolist() if flat.size <= LIST_LIMIT else flat
 
 
 def _kind(node: ir.Node) -> str:

@@ -105,6 +105,31 @@ class Search:
         self.time_parts = [slot(c) for c in parts]
         self.time_factors = [slot(c) for c in factors]
         self.tier_slots = [slot(c) for c in self.tiers]
+        self._mark_needs()
+
+    def _mark_needs(self) -> None:
+        """Which side of its ranges each table's bounds are read on: rules and
+        preference tiers the high side, positive memory summands the low side;
+        a table read inside an expression needs both."""
+        needs: dict[int, set] = {}
+
+        def mark(cell, side):
+            if isinstance(cell, Table):
+                needs.setdefault(id(cell), set()).add(side)
+                cell.need = "both" if len(needs[id(cell)]) > 1 else side
+            else:
+                for arg in cell.args:
+                    mark(arg, "both")
+
+        for _, cell in self.rules:
+            mark(cell, "high")
+        for terms in (self.memory_terms, self.host_terms):
+            for weight, i in terms:
+                mark(self.tracked[i], "low" if weight > 0 else "high")
+        for i in self.time_parts + self.time_factors:
+            mark(self.tracked[i], "both")
+        for i in self.tier_slots:
+            mark(self.tracked[i], "high")
 
     def _cells(self) -> list:
         found: dict = {}
