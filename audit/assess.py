@@ -12,7 +12,7 @@ from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
-from kbsolve.solver.facts import collect_facts
+from kbsolve.program.facts import collect_facts
 
 
 class Undecided(Exception):

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 
 from kbsolve.diagnostics import KbError
-from kbsolve.solver.facts import parse_gpus
+from kbsolve.program.facts import parse_gpus
 
 
 @dataclass

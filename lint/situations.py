@@ -19,7 +19,7 @@ from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
-from kbsolve.solver.facts import collect_facts
+from kbsolve.program.facts import collect_facts
 
 _QUERY_SHAPES = {  # numeric query fact -> values worth trying (enums try every declared value)
     "num_gpus": None,  # follows nodes x gpus_per_node

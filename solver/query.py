@@ -14,7 +14,7 @@ from kbsolve.catalog import model_from_hf_config
 from kbsolve.catalog.schema import model_class, query_facts
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.solver.facts import collect_facts, parse_gpus
+from kbsolve.program.facts import collect_facts, parse_gpus
 from kbsolve.program.problem import Problem, build_problem, parse_pin
 
 

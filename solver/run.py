@@ -13,7 +13,7 @@ from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
 from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.solver.explain import Unexplained, explain
 from kbsolve.solver.fixes import drop_pins, hardware
-from kbsolve.solver.facts import parse_gpus
+from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.solver.plan import Alternative, Estimate, Plan, Reason

@@ -145,7 +145,7 @@ GPU_TEXT = st.one_of(
 @FAST
 @given(GPU_TEXT)
 def test_gpus_flag_parser(text):
-    from kbsolve.solver.facts import parse_gpus
+    from kbsolve.program.facts import parse_gpus
     try:
         nodes, per_node, name = parse_gpus(text)
     except KbError as error:
@@ -173,7 +173,7 @@ PIN_TEXT = st.one_of(
 @FAST
 @given(PIN_TEXT)
 def test_set_flag_parser(text):
-    from kbsolve.solver.problem import parse_pin
+    from kbsolve.program.problem import parse_pin
     try:
         key, value = parse_pin(kb(), "llamafactory", text)
     except KbError as error:

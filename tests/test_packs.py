@@ -34,7 +34,7 @@ def test_org_pack_tests_pass():
 def test_org_h20_rule_admits_exactly_the_h20():
     """The rule names no GPU; it must still single the H20 out of the catalog."""
     from kbsolve.program.evaluate import Evaluator
-    from kbsolve.solver.facts import collect_facts
+    from kbsolve.program.facts import collect_facts
     kb = api.load_kb([ORG], use_cache=False)
     rule = kb.rules["llamafactory.ORG_H20_ONLY"]
     model = kb.catalog.model("qwen3-8b")

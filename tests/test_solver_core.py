@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kbsolve.catalog.schema import QueryFacts
 from kbsolve.dsl import load_kb
 from kbsolve.solver.enumerate import enumerate_best
-from kbsolve.solver.facts import collect_facts, parse_gpus
+from kbsolve.program.facts import collect_facts, parse_gpus
 from kbsolve.program.metrics import sort_key
 from kbsolve.solver.optimize import solve
 from kbsolve.program.problem import build_problem

@@ -61,7 +61,7 @@ PT = "pytorch"
 
 def pytorch_eval(kb, model="llama3-8b", gpus=8, seq_len=2048, **options):
     """Evaluate pytorch lets, memory and speed terms for one config on one catalog model."""
-    from kbsolve.solver.facts import collect_facts
+    from kbsolve.program.facts import collect_facts
     facts = collect_facts(kb, kb.catalog.gpu("H100"), kb.catalog.model(model),
                           {"num_gpus": gpus, "nodes": 1, "gpus_per_node": gpus,
                            "seq_len": seq_len, "headroom_pct": 0})
