@@ -22,6 +22,7 @@ SECTIONS = {
     "memory_accuracy": lambda: {k: v for k, v in accuracy.summarise(accuracy.evaluate()).items()
                                 if k not in ("worst_rows", "under_predicted_rows")},
     "determinism": determinism.measure,
+    "determinism_under_load": determinism.under_load,
 }
 
 
@@ -76,6 +77,7 @@ def _cold(r: dict, key: str) -> str:
 def rows(r: dict) -> list[tuple[str, str, str]]:
     w, z, a = r.get("warm_solve", {}), r.get("z3_vs_enumerator", {}), r.get("audit", {})
     k, c, d = r.get("kb_load", {}), r.get("kb_check", {}), r.get("determinism", {})
+    load = r.get("determinism_under_load", {})
     acc = r.get("memory_accuracy", {})
     mape = _get(acc, "all", "predicted", "mape_pct", default=acc.get("mape_all_pct"))
     return [
@@ -111,6 +113,10 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
          f"{d.get('distinct_outputs')} distinct, exit {d.get('exit_codes')}"
          + (" (the KB changed meanwhile)" if d.get("kb_changed_during_run") else "")
          + str(d.get("error", "")), "byte-identical"),
+        (f"plan JSON over {load.get('runs')} runs beside {load.get('burners')} CPU-burning "
+         f"processes", "byte-identical" if load.get("identical") else
+         f"{load.get('distinct_outputs')} distinct, exit {load.get('exit_codes')}"
+         + str(load.get("error", "")), "byte-identical"),
         ("whole bench", f"{r.get('total_s')} s", "≤ 300 s"),
     ]
 
