@@ -14,12 +14,6 @@ import pytest
 CACHE_ENV = "KBSOLVE_CACHE_DIR"
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "empty_kb_cache: the test's KB cache directory starts empty (the cache "
-                   "tests); by default it holds the shipped KB's entry")
-
-
 @pytest.fixture(scope="session")
 def _shipped_kb_cache_entries(tmp_path_factory) -> list:
     """The shipped KB's cache entry, built once per run in a directory of its own.
