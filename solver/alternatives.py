@@ -17,21 +17,46 @@ from kbsolve.program.metrics import Metrics, sort_key
 DECIDING_KINDS = ("speed", "memory", "preference", "optimum")
 
 
-def runner_ups(best: Metrics, candidates: list[tuple[dict[str, Any], Metrics]],
+def runner_ups(best: Metrics, candidates: list[tuple[dict[str, Any], Any]],
                deciding: list[str], top: int) -> list[tuple[dict[str, Any], Metrics]]:
     """Up to `top` candidates, best first, as (changed options, metrics); no
-    two share the same change set, and each changes a deciding option."""
+    two share the same change set, and each changes a deciding option. A
+    candidate is a Metrics or a neighbour with an `exact` Metrics."""
     if top <= 0:
         return []
     wanted = set(deciding)
-    found: dict[tuple, tuple[dict, Metrics]] = {}
-    for changes, metrics in candidates:
-        if not metrics.feasible or not wanted & set(changes):
+    unique: dict[tuple, tuple[dict, Any]] = {}
+    for changes, candidate in candidates:
+        if wanted & set(changes):
+            unique.setdefault(tuple(sorted(changes.items(), key=repr)), (changes, candidate))
+    # rank on the float estimates, measure exactly from the best down until
+    # `top` are taken (and every candidate within the tolerance of the last)
+    order = sorted(unique.items(), key=lambda item: (_estimate(item[1][1]), repr(item[0])))
+    found: list[tuple[dict, Metrics]] = []
+    last = None
+    for _, (changes, candidate) in order:
+        estimate = _estimate(candidate)
+        if len(found) >= top and last is not None and not _within(estimate, last):
+            break
+        metrics = getattr(candidate, "exact", candidate)
+        if not metrics.feasible:
             continue
         if metrics.time_per_work == best.time_per_work and \
                 metrics.levels["device"] == best.levels["device"]:
             continue
-        found.setdefault(tuple(sorted(changes.items(), key=repr)), (changes, metrics))
-    ranked = sorted(found.values(), key=lambda pair: (sort_key(pair[1]), repr(sorted(
-        pair[0].items(), key=repr))))
-    return ranked[:top]
+        found.append((changes, metrics))
+        last = estimate
+    found.sort(key=lambda pair: (sort_key(pair[1]), repr(sorted(pair[0].items(), key=repr))))
+    return found[:top]
+
+
+def _estimate(candidate) -> tuple:
+    view = getattr(candidate, "view", None)
+    if view is not None:
+        return tuple(view.key)
+    metrics = getattr(candidate, "exact", candidate)
+    return tuple(float(x) for x in sort_key(metrics))
+
+
+def _within(a: tuple, b: tuple) -> bool:
+    return all(abs(x - y) <= 1e-6 * max(abs(x), abs(y)) for x, y in zip(a, b))

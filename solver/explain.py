@@ -50,7 +50,7 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
             choices.append(_fixed(problem, option, base))
         else:
             choices.append(_decided(problem, finder, option, value, assignment, metrics, base,
-                                    met))
+                                    met, search))
     return choices
 
 
@@ -88,14 +88,15 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
 
 
 def _decided(problem: Problem, clash, option, value, assignment, metrics,
-             base: dict, met: list) -> Choice:
+             base: dict, met: list, search=None) -> Choice:
     alternatives = [v for v in problem.choices[option.key] if v != value]
     blocked: dict[Any, list[str]] = {}
     open_: list[Any] = []
-    neighbours: dict[Any, Metrics] = {}
+    neighbours: dict[Any, Any] = {}
+    best_key = sort_key(metrics)
     for alt in alternatives:
         settled = _settled(problem, {**assignment, option.key: alt})
-        neighbour = measure(problem, settled)
+        neighbour = _Neighbour(problem, settled, search, metrics, best_key)
         neighbours[alt] = neighbour
         if neighbour.feasible:
             met.append(({k: v for k, v in settled.items() if assignment.get(k) != v},
@@ -109,21 +110,28 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     if not open_:
         return Choice(**base, kind="forced", reasons=rules or [Reason(
             rule=option.key, detail="no other value is allowed")])
-    best_key = sort_key(metrics)
     slower, too_big, worse_pref, same, coupled = [], [], [], [], []
     for alt in open_:
         neighbour = neighbours[alt]
-        if neighbour.broken or neighbour.irrelevant_changed:
+        if not neighbour.valid:
             coupled.append((alt, neighbour))  # possible only with other changes
             continue
         if not neighbour.fits:
             too_big.append((alt, neighbour))
-        elif neighbour.time_per_work > metrics.time_per_work:
+        elif neighbour.slower:
             slower.append((alt, neighbour))
-        elif sort_key(neighbour)[:-2] > best_key[:-2]:
+        elif neighbour.worse_preferences:
             worse_pref.append((alt, neighbour))
         else:
             same.append((alt, neighbour))
+    slower = _least(slower, "time")
+    too_big = _least(too_big, "device")
+    if value != option.default and same:
+        plan_device = metrics.levels["device"]
+        same = [(a, n) for a, n in same if n.view is None or
+                n.view.device > float(plan_device) * (1 - 1e-6)]
+        same = [(a, n.exact) for a, n in same]
+    coupled = [(a, n.exact) for a, n in coupled[:1]]
     if slower:
         alt, n = min(slower, key=lambda p: p[1].time_per_work)
         pct = float((n.time_per_work / metrics.time_per_work - 1) * 100) \
@@ -157,13 +165,89 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         needs = ", ".join(r.split(".", 1)[1] for r in n.broken) or "an option's 'when'"
         return Choice(**base, kind="optimum", reasons=[Reason(
             rule="optimum", detail=f"{option.name}={plain(alt)} needs other changes too "
-                                   f"(alone it breaks {needs}); Z3 weighed every such plan "
-                                   f"and this one is fastest")] + rules)
+                                   f"(alone it breaks {needs}); the search weighed every such "
+                                   f"plan and this one is fastest")] + rules)
     detail = "nothing depends on it" if value == option.default else \
         "as fast and as small as the alternatives; kept by the tie-breaks"
     return Choice(**base, kind="default", reasons=[Reason(rule=option.key, detail=detail,
                                                           source=option.meta.source,
                                                           location=str(option.meta.span))])
+
+
+class _Neighbour:
+    """A neighbour of the plan, judged on the search's float tables where they
+    decide safely, measured exactly (program/metrics) where they do not and
+    wherever its numbers are shown."""
+
+    def __init__(self, problem: Problem, assignment: dict[str, Any], search, plan: Metrics,
+                 plan_key: tuple):
+        self.problem, self.assignment = problem, assignment
+        self.plan, self.plan_key = plan, plan_key
+        self._exact: Metrics | None = None
+        self.view = search.view(assignment) if search is not None else None
+        if self.view is not None and self.view.feasible and \
+                (_near(self.view.time_per_work, plan.time_per_work) or
+                 any(_near(a, b) and a != b for a, b in zip(self.view.key, plan_key))):
+            self.view = None  # a tie within the tolerance: settle it exactly
+
+    @property
+    def exact(self) -> Metrics:
+        if self._exact is None:
+            self._exact = measure(self.problem, self.assignment)
+        return self._exact
+
+    @property
+    def feasible(self) -> bool:
+        return self.view.feasible if self.view is not None else self.exact.feasible
+
+    @property
+    def valid(self) -> bool:  # no rule broken, no option set outside its 'when'
+        if self.view is not None:
+            return not self.view.broken
+        return not self.exact.broken and not self.exact.irrelevant_changed
+
+    @property
+    def fits(self) -> bool:
+        return self.view.fits if self.view is not None else self.exact.fits
+
+    @property
+    def slower(self) -> bool:
+        if self.view is not None:
+            return self.view.time_per_work > float(self.plan.time_per_work)
+        return self.exact.time_per_work > self.plan.time_per_work
+
+    @property
+    def worse_preferences(self) -> bool:
+        key = self.view.key if self.view is not None else sort_key(self.exact)
+        return tuple(key[:-2]) > tuple(float(x) for x in self.plan_key[:-2]) \
+            if self.view is not None else key[:-2] > self.plan_key[:-2]
+
+
+def _least(entries: list, side: str) -> list:
+    """[(value, exact metrics)] of the entry least in time or device memory,
+    measuring exactly only those whose float estimate is within the tolerance
+    of the least one."""
+    if not entries:
+        return []
+
+    def estimate(n):
+        if n.view is None:
+            return None
+        return n.view.time_per_work if side == "time" else n.view.device
+
+    known = [estimate(n) for _, n in entries if estimate(n) is not None]
+    if known:
+        floor = min(known)
+        entries = [(a, n) for a, n in entries
+                   if estimate(n) is None or estimate(n) <= floor + abs(floor) * 1e-6]
+    exact = [(a, n.exact) for a, n in entries]
+    return [min(exact, key=lambda pair: pair[1].time_per_work if side == "time"
+                else pair[1].levels["device"])]
+
+
+def _near(a, b) -> bool:
+    a, b = float(a), float(b)
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b))
 
 
 def _settled(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:

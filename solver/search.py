@@ -27,6 +27,21 @@ ROUNDS = (10_000, 40_000, 150_000)  # node shares of the rounds (see Search.run)
 TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
 
 
+@dataclass
+class View:
+    """What a full assignment costs, read from the tables in floats."""
+
+    broken: list[str]  # 'rule:...' and 'when:...' parts that fail
+    fits: bool
+    time_per_work: float
+    key: tuple  # the objective, as sort_key orders it
+    device: float
+
+    @property
+    def feasible(self) -> bool:
+        return not self.broken and self.fits
+
+
 class Exhausted(Exception):
     pass
 
@@ -361,6 +376,40 @@ class Search:
 
     def _host_only(self) -> bool:
         return False
+
+    def view(self, assignment: dict[str, Any]) -> "View | None":
+        """A full assignment's objective and feasibility read from the tables
+        (floats); None where a float could decide wrongly (a rule or the budget
+        within the tolerance), so the caller measures exactly."""
+        if not self.prepare():
+            return None
+        p = self.p
+        idx = [p.choices[key].index(assignment[key]) for key in self.order]
+        n = len(idx)
+        broken = []
+        for name, cell in self.rules:
+            low, high = cell.bound(n, idx)
+            if low != high:
+                return None
+            if not high:
+                broken.append(name)
+        ranges = [cell.bound(n, idx) for cell in self.tracked]
+        memory = sum(w * ranges[i][0] for w, i in self.memory_terms)
+        host = sum(w * ranges[i][0] for w, i in self.host_terms)
+        if not broken and (abs(memory - self.budget) <= TOLERANCE * self.budget or
+                           self.host_terms and
+                           abs(host - self.host_budget) <= TOLERANCE * self.host_budget):
+            return None
+        total = (0.0, 0.0)
+        for i in self.time_parts:
+            total = (total[0] + ranges[i][0], total[1] + ranges[i][1])
+        for i in self.time_factors:
+            total = _mul(total, ranges[i])
+        prefs = tuple(-ranges[i][1] for i in self.tier_slots)
+        kept = -sum(1 for place, i in enumerate(idx) if i == self.defaults[place])
+        fits = memory <= self.budget and (not self.host_terms or host <= self.host_budget)
+        return View(broken, fits, total[0],
+                    _objective(self.objective, total[0], prefs, memory, kept), memory)
 
     def assignment(self, idx: list[int]) -> dict[str, Any]:
         return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
