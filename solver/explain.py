@@ -186,9 +186,8 @@ class _Neighbour:
         self._exact: Metrics | None = None
         self.view = search.view(assignment) if search is not None else None
         if self.view is not None and self.view.feasible and \
-                (_near(self.view.time_per_work, plan.time_per_work) or
-                 any(_near(a, b) and a != b for a, b in zip(self.view.key, plan_key))):
-            self.view = None  # a tie within the tolerance: settle it exactly
+                any(_near(a, b) and a != float(b) for a, b in zip(self.view.key, plan_key)):
+            self.view = None  # a near tie (not the same float): settle it exactly
 
     @property
     def exact(self) -> Metrics:
