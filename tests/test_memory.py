@@ -30,7 +30,8 @@ def test_an_unused_kb_is_freed():
 # and _READS (keyed by id(node)) hold every evaluated node and, through the closures,
 # its KB for the life of the process (about 45,000 objects per KB; a full test run
 # carries hundreds). strict: the mark must go once the defect is fixed.
-LEAK = pytest.mark.xfail(strict=True, raises=AssertionError, reason="program/evaluate.py caches keep every KB alive")
+LEAK = pytest.mark.xfail(strict=True, raises=AssertionError,
+                         reason="program/evaluate.py caches keep every KB alive")
 
 
 @LEAK
