@@ -3,10 +3,9 @@
 Children run the interpreter that runs the tests, on the `kbsolve` it imports
 (the checkout, through the editable install), never a `kbsolve` executable
 found on PATH: a clean clone's `.venv/bin` is not on PATH, and a PATH that has
-one may hold another install. `python -m kbsolve` does not work (the package
-has no `__main__.py`), so children run the console script's own module; `-P`
-(Python 3.11+) keeps the child's working directory off sys.path, as it is for
-the console script.
+one may hold another install. Children run `python -m kbsolve`; `-P` (Python
+3.11+) keeps the child's working directory off sys.path, as it is for the
+console script.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import subprocess
 import sys
 
 PYTHON = (sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []))
-KBSOLVE = (*PYTHON, "-m", "kbsolve.cli.main")
+KBSOLVE = (*PYTHON, "-m", "kbsolve")
 
 
 def kbsolve_argv(*args: str) -> list[str]:
