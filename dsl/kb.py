@@ -284,6 +284,10 @@ class KnowledgeBase:
     modules: tuple[str, ...] = field(default=())
     vocabulary: Any = None  # catalog.vocab.Vocabulary: what catalog entries and queries hold
 
+    def __getstate__(self) -> dict:
+        """Pickled without the evaluator's caches (program/evaluate.py)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_evaluation"}
+
     def options_of(self, framework: str) -> list[Option]:
         return [o for o in self.options.values() if o.framework == framework]
 

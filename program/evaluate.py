@@ -19,8 +19,17 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 
 Env = tuple  # (assignment, facts, memo for this run, store for this evaluator)
-_CLOSURES: dict[int, tuple[ir.Node, Callable]] = {}
-_READS: dict[int, tuple[ir.Node, list[str]]] = {}  # node id -> (node, options it reads)
+
+
+def _caches(kb: KnowledgeBase) -> tuple[dict, dict]:
+    """The KB's own caches (freed with it, never pickled): node id -> (node,
+    closure) and node id -> (node, the options it reads); the node is kept so
+    that its id stays unique."""
+    found = kb.__dict__.get("_evaluation")
+    if found is None:
+        found = ({}, {})
+        object.__setattr__(kb, "_evaluation", found)
+    return found
 
 
 class Evaluator:
@@ -39,10 +48,11 @@ class Evaluator:
     def remembered(self, node: ir.Node, assignment: Mapping[str, Any],
                    memo: dict | None = None):
         """run(), remembered by the values of the options the node reads."""
-        reads = _READS.get(id(node))
+        table = _caches(self.kb)[1]
+        reads = table.get(id(node))
         if reads is None or reads[0] is not node:
             reads = (node, sorted(options_read(self.kb, node)))
-            _READS[id(node)] = reads
+            table[id(node)] = reads
         slot = (id(node), *[assignment.get(option) for option in reads[1]])
         if slot not in self.store:
             self.store[slot] = self.run(node, assignment, memo)
@@ -50,10 +60,11 @@ class Evaluator:
 
 
 def closure(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
-    cached = _CLOSURES.get(id(node))
+    table = _caches(kb)[0]
+    cached = table.get(id(node))
     if cached is None or cached[0] is not node:
         cached = (node, _build(kb, node))
-        _CLOSURES[id(node)] = cached
+        table[id(node)] = cached
     return cached[1]
 
 
