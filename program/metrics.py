@@ -10,7 +10,6 @@ from typing import Any
 from kbsolve.diagnostics import KbError
 from kbsolve.program.problem import Problem
 
-LEVELS = ("allocated", "reserved", "device")
 
 
 @dataclass
@@ -46,6 +45,11 @@ class Metrics:
         return not self.broken and not self.irrelevant_changed and self.fits and self.host_fits
 
 
+def memory_levels(kb) -> tuple[str, ...]:
+    """The memory levels, innermost first (kb/core/vocabulary.kb: memory_level)."""
+    return kb.vocabulary.enums["memory_level"].values
+
+
 def full_assignment(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:
     return {**problem.fixed, **chosen}
 
@@ -63,16 +67,17 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
                   if o.when is not None and o.key in problem.choices
                   and assignment[o.key] != o.default and not run(o.when)]
     memory, host = {}, {}
-    levels = {level: Fraction(0) for level in LEVELS}
-    for term in sorted(problem.items(problem.kb.memory), key=lambda t: LEVELS.index(t.level)):
+    order = memory_levels(problem.kb)
+    levels = {level: Fraction(0) for level in order}
+    for term in sorted(problem.items(problem.kb.memory), key=lambda t: order.index(t.level)):
         value = Fraction(run(term.expr))
         if term.location == "host":
             host[f"{term.framework}.{term.name}"] = value
             continue
         memory[f"{term.framework}.{term.name}"] = value
         levels[term.level] += value
-    levels["reserved"] += levels["allocated"]
-    levels["device"] += levels["reserved"]
+    for inner, outer in zip(order, order[1:]):  # each level includes the ones inside it
+        levels[outer] += levels[inner]
     times, factors = {}, {}
     for term in problem.items(problem.kb.speed):
         value = Fraction(run(term.expr))

@@ -29,6 +29,7 @@ LIMIT = 1 << 15  # cells of a float table
 EXACT_LIMIT = 1 << 12  # cells of a table of Fractions
 FRAGILE = {"<", "<=", ">", ">=", "==", "!=", "ceil", "floor", "%", "divisible"}
 UNKNOWN = None  # the range of an enum-valued expression
+_MISS = object()
 
 
 class Table:
@@ -150,11 +151,13 @@ class Table:
 class Expr:
     """An operation over cells too large to table together."""
 
-    __slots__ = ("op", "args", "kind", "exact", "deps")
+    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
         self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
+        self._places: tuple[int, ...] = ()
+        self._memo: dict = {}
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -169,11 +172,21 @@ class Expr:
         return _SCALAR[op](*[a.value(idx) for a in args])
 
     def bound(self, k: int, idx: list[int]):
-        ranges = [a.bound(k, idx) for a in self.args]
-        return _interval(self.op, ranges, self.exact)
+        """Remembered by the values of the options it reads that are set."""
+        places = self._places
+        j = bisect.bisect_left(places, k)
+        key = (j, *[idx[p] for p in places[:j]])
+        found = self._memo.get(key, _MISS)
+        if found is _MISS:
+            if len(self._memo) > 1 << 14:
+                self._memo.clear()
+            found = _interval(self.op, [a.bound(k, idx) for a in self.args], self.exact)
+            self._memo[key] = found
+        return found
 
     def prepare(self, position, allowed) -> None:
-        pass
+        self._places = tuple(sorted(position[a] for a in self.deps))
+        self._memo = {}
 
     def tables(self, found: dict) -> dict:
         for arg in self.args:
