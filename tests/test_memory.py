@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import weakref
 
-import pytest
 
 from kbsolve import api
 
