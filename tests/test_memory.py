@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import weakref
 
-
 from kbsolve import api
 
 QUERY = {"gpus": "1x4090", "model": "qwen3-8b"}
