@@ -78,12 +78,20 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
     if search is None:
         return by_z3
 
+    witnessed: set = set()  # (key, value) pairs some feasible plan found so far holds
+
     def clash(key, value):
+        for changes, _ in met[len(seen):]:
+            seen.append(None)
+            witnessed.update((k, repr(v)) for k, v in changes.items())
+        if (key, repr(value)) in witnessed:
+            return None
         core = search.clash(key, value, assignment, EXPLAIN_BUDGET)
         if core is None and search.last_found is not None:
             chosen, plan = search.last_found
             met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v}, plan))
         return by_z3(key, value) if core == "budget" else core
+    seen: list = []
     return clash
 
 
@@ -94,9 +102,10 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     open_: list[Any] = []
     neighbours: dict[Any, Any] = {}
     best_key = sort_key(metrics)
+    plan_view = search.view(assignment) if search is not None else None
     for alt in alternatives:
         settled = _settled(problem, {**assignment, option.key: alt})
-        neighbour = _Neighbour(problem, settled, search, metrics, best_key)
+        neighbour = _Neighbour(problem, settled, search, metrics, best_key, plan_view)
         neighbours[alt] = neighbour
         if neighbour.feasible:
             met.append(({k: v for k, v in settled.items() if assignment.get(k) != v},
@@ -180,13 +189,13 @@ class _Neighbour:
     wherever its numbers are shown."""
 
     def __init__(self, problem: Problem, assignment: dict[str, Any], search, plan: Metrics,
-                 plan_key: tuple):
+                 plan_key: tuple, plan_view):
         self.problem, self.assignment = problem, assignment
-        self.plan, self.plan_key = plan, plan_key
+        self.plan, self.plan_key, self.plan_view = plan, plan_key, plan_view
         self._exact: Metrics | None = None
-        self.view = search.view(assignment) if search is not None else None
-        if self.view is not None and self.view.feasible and \
-                any(_near(a, b) and a != float(b) for a, b in zip(self.view.key, plan_key)):
+        self.view = search.view(assignment) if plan_view is not None else None
+        if self.view is not None and self.view.feasible and any(
+                _near(a, b) and a != b for a, b in zip(self.view.key, plan_view.key)):
             self.view = None  # a near tie (not the same float): settle it exactly
 
     @property
@@ -212,14 +221,14 @@ class _Neighbour:
     @property
     def slower(self) -> bool:
         if self.view is not None:
-            return self.view.time_per_work > float(self.plan.time_per_work)
+            return self.view.time_per_work > self.plan_view.time_per_work
         return self.exact.time_per_work > self.plan.time_per_work
 
     @property
     def worse_preferences(self) -> bool:
-        key = self.view.key if self.view is not None else sort_key(self.exact)
-        return tuple(key[:-2]) > tuple(float(x) for x in self.plan_key[:-2]) \
-            if self.view is not None else key[:-2] > self.plan_key[:-2]
+        if self.view is not None:
+            return self.view.key[:-2] > self.plan_view.key[:-2]
+        return sort_key(self.exact)[:-2] > self.plan_key[:-2]
 
 
 def _least(entries: list, side: str) -> list:

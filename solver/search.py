@@ -283,7 +283,8 @@ class Search:
             for place in places:
                 self.rules_at[place].append(cell)
         self.tracker = Tracker(self.tracked, [{position[a] for a in c.deps}
-                                              for c in self.tracked], len(axes))
+                                              for c in self.tracked], len(axes),
+                               [self.memory_terms, self.host_terms])
         return True
 
     def run(self, start: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
@@ -421,27 +422,47 @@ class _Done(Exception):
 
 class Tracker:
     """The ranges of some cells, kept up to date one option at a time: setting
-    the option at place k re-reads only the cells that read it."""
+    the option at place k re-reads only the cells that read it. It also keeps
+    weighted sums of their low ends (memory, host RAM) up to date."""
 
-    def __init__(self, cells: list, places: list[set[int]], n: int):
+    def __init__(self, cells: list, places: list[set[int]], n: int, sums: list):
         self.cells = cells
         self.at = [[i for i, p in enumerate(places) if k in p] for k in range(n)]
+        self.sums = sums  # [[(weight, slot), ...], ...]
+        self.weight = [dict((i, w) for w, i in terms) for terms in sums]
 
-    def start(self, idx: list[int]) -> list:
-        return [c.bound(0, idx) for c in self.cells]
+    def start(self, idx: list[int]) -> tuple[list, list]:
+        ranges = [c.bound(0, idx) for c in self.cells]
+        return ranges, [self._total(ranges, t) for t in range(len(self.sums))]
 
-    def update(self, ranges: list, k: int, idx: list[int]) -> list:
+    def _total(self, ranges: list, t: int) -> float:
+        return sum(w * ranges[i][0] for w, i in self.sums[t])
+
+    def update(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
         """Set the ranges after place k is set; returns what to restore."""
         saved = []
         for i in self.at[k]:
             saved.append((i, ranges[i]))
             ranges[i] = self.cells[i].bound(k + 1, idx)
-        return saved
+        old_totals = list(totals)
+        for t, weights in enumerate(self.weight):
+            delta = 0.0
+            for i, old in saved:
+                w = weights.get(i)
+                if w is not None:
+                    delta += w * (ranges[i][0] - old[0])
+            if delta != delta or math.isinf(totals[t]) or math.isinf(delta):
+                totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
+            elif delta:
+                totals[t] += delta
+        return saved, old_totals
 
 
-def _restore(ranges: list, saved: list) -> None:
-    for i, value in saved:
+def _restore(ranges: list, totals: list, saved: tuple) -> None:
+    cells, old_totals = saved
+    for i, value in cells:
         ranges[i] = value
+    totals[:] = old_totals
 
 
 class _State:
@@ -457,7 +478,7 @@ class _State:
         self.best: tuple[dict, Metrics] | None = None
         self.best_key: tuple | None = None  # exact
         self.best_float: tuple | None = None
-        self.ranges = search.tracker.start(self.idx)
+        self.ranges, self.totals = search.tracker.start(self.idx)
         self.tried = [0] * n
         self.pruned = [0] * n
         self.free_defaults = [sum(1 for a in range(k, n) if search.defaults[a] in domains[a])
@@ -471,7 +492,7 @@ class _State:
             self.leaf(defaults)
             return
         children = []
-        ranges, tracker = self.ranges, s.tracker
+        ranges, totals, tracker = self.ranges, self.totals, s.tracker
         for value in self.domains[k]:
             self.nodes += 1
             if self.nodes > self.budget:
@@ -483,14 +504,14 @@ class _State:
             if not self._rules_hold(k):
                 self.pruned[k] += 1
                 continue
-            saved = tracker.update(ranges, k, self.idx)
+            saved = tracker.update(ranges, totals, k, self.idx)
             if self._fits():
                 kept = defaults + (value == s.defaults[k])
                 bound = (self._memory(),) if self.first else self._bounds(k + 1, kept)
                 children.append((bound, value, kept))
             else:
                 self.pruned[k] += 1
-            _restore(ranges, saved)
+            _restore(ranges, totals, saved)
         if len(children) > 1:  # a feasibility search tries the smallest first
             children.sort(key=_sortable)
         for bound, value, kept in children:
@@ -499,20 +520,18 @@ class _State:
                 self.pruned[k] += 1
                 continue
             self.idx[k] = value
-            saved = tracker.update(ranges, k, self.idx)
+            saved = tracker.update(ranges, totals, k, self.idx)
             self.dfs(k + 1, kept)
-            _restore(ranges, saved)
+            _restore(ranges, totals, saved)
 
     def _memory(self) -> float:
-        ranges = self.ranges
-        return sum(w * ranges[i][0] for w, i in self.s.memory_terms)
+        return self.totals[0]
 
     def _fits(self) -> bool:
-        s, ranges = self.s, self.ranges
-        if self._memory() > s.budget * (1 + TOLERANCE):
+        s = self.s
+        if self.totals[0] > s.budget * (1 + TOLERANCE):
             return False
-        return not s.host_terms or \
-            sum(w * ranges[i][0] for w, i in s.host_terms) <= s.host_budget * (1 + TOLERANCE)
+        return not s.host_terms or self.totals[1] <= s.host_budget * (1 + TOLERANCE)
 
     def _rules_hold(self, k: int) -> bool:
         idx = self.idx
