@@ -36,17 +36,24 @@ class Table:
     """Values over the open options `deps` (ascending axes), row-major. For a
     search, prepare() lays the table out in the search's order of options."""
 
-    __slots__ = ("deps", "sizes", "array", "values", "kind", "exact", "strides", "_levels",
+    __slots__ = ("deps", "sizes", "array", "_values", "kind", "exact", "strides", "_levels",
                  "_search_deps", "_full", "need")
 
     def __init__(self, deps: tuple[int, ...], sizes: tuple[int, ...], array, kind: str,
                  exact: bool):
         self.deps, self.sizes, self.array, self.kind, self.exact = deps, sizes, array, kind, exact
-        self.values = array.ravel().tolist()
+        self._values = None
         self.strides = _strides(sizes)
         self._levels = None
         self._search_deps = ()
         self.need = "both"  # or "low" / "high": the side of the ranges a search reads
+
+    @property
+    def values(self) -> list:
+        """The table flat, as Python values (made on first use)."""
+        if self._values is None:
+            self._values = self.array.ravel().tolist()
+        return self._values
 
     def value(self, idx: list[int]):
         at = 0
@@ -158,6 +165,13 @@ class Expr:
         self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
+
+    @property
+    def values(self) -> list:
+        """The table flat, as Python values (made on first use)."""
+        if self._values is None:
+            self._values = self.array.ravel().tolist()
+        return self._values
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
