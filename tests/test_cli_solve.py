@@ -128,7 +128,8 @@ def test_enumerate_solver_agrees_on_a_pinned_query(capsys):
                 "bf16=true", "fp16=false", "pure_bf16=false", "fp8=false", "use_galore=false",
                 "use_apollo=false", "use_badam=false", "neat_packing=true",
                 "quantization_method=bnb", "double_quantization=true", "lora_rank=8",
-                "disable_gradient_checkpointing=false", "per_device_train_batch_size=1"):
+                "disable_gradient_checkpointing=false", "per_device_train_batch_size=1",
+                "gradient_accumulation_steps=8", "optim=adamw_torch"):
         pins += ["--set", pin]
     base = ["--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0", "--format", "json"] + pins
     _, by_z3, _ = run(capsys, *base)
