@@ -13,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.command import KBSOLVE
+
 CONFIG = """model_name_or_path: Qwen/Qwen3-8B
 stage: sft
 do_train: true
@@ -69,7 +71,7 @@ def measure(files: int = 1000, repeat: int = 3) -> dict:
             times.append(time.perf_counter() - start)
             units = len(report.units)
         start = time.perf_counter()
-        done = subprocess.run(["kbsolve", "audit", str(root), "--gpus", "8xA100", "--format",
+        done = subprocess.run(KBSOLVE + ["audit", str(root), "--gpus", "8xA100", "--format",
                                "json"], capture_output=True)
         cli = time.perf_counter() - start
     return {"files": counted, "units_found": units,

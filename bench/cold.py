@@ -11,9 +11,10 @@ import sys
 import tempfile
 
 from bench.budget import within
+from bench.command import KBSOLVE
 
-DIFFUSION = ["kbsolve", "--gpus", "8xA100", "--model", "wan14b"]
-LLM = ["kbsolve", "--gpus", "8xA100", "--model", "qwen3-8b"]
+DIFFUSION = KBSOLVE + ["--gpus", "8xA100", "--model", "wan14b"]
+LLM = KBSOLVE + ["--gpus", "8xA100", "--model", "qwen3-8b"]
 FLOOR = [sys.executable, "-c", "import z3, lark, pydantic"]
 
 
@@ -39,7 +40,7 @@ def timed_runs(cmd: list[str], runs: int, env: dict, budget_s: float) -> dict:
 def measure(runs: int = 10, budget_s: float = 20.0) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "KBSOLVE_CACHE_DIR": cache}
-        subprocess.run(["kbsolve", "kb", "check"], env=env, capture_output=True)  # fill it
+        subprocess.run(KBSOLVE + ["kb", "check"], env=env, capture_output=True)  # fill it
         return {"diffusion": timed_runs(DIFFUSION, runs, env, budget_s),
                 "llm": timed_runs(LLM, runs, env, budget_s),
                 "import_floor": timed_runs(FLOOR, runs, env, budget_s)}

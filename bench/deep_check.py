@@ -7,10 +7,12 @@ import subprocess
 import tempfile
 import time
 
+from bench.command import KBSOLVE
+
 
 def _run(argv: list[str], env: dict) -> dict:
     start = time.perf_counter()
-    done = subprocess.run(["kbsolve", *argv], env=env, capture_output=True, text=True)
+    done = subprocess.run(KBSOLVE + list(argv), env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     last = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines() or [""])[-1]
     return {"ms": round(seconds * 1000, 1), "exit_code": done.returncode, "last_line": last[:160]}

@@ -12,9 +12,10 @@ import sys
 import tempfile
 import time
 
-KBSOLVE = [sys.executable, "-m", "kbsolve"]  # this interpreter's kbsolve, not one on PATH
+from bench.command import KBSOLVE
+
 QUERY = KBSOLVE + ["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--timeout", "120",
-         "--format", "json"]
+                   "--format", "json"]
 
 
 def kb_fingerprint() -> str:
