@@ -17,12 +17,15 @@ import json
 import math
 import statistics
 import sys
+import os
 import tempfile
 from pathlib import Path
 
 import yaml
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "memory_measurements.yaml"
+SHARED = Path(os.environ.get("KBSOLVE_SHARED_DIR") or
+              Path(__file__).resolve().parents[2] / "shared")  # as the tests find it
+DATA = SHARED / "data" / "memory_measurements.yaml"
 GIB = 2**30
 GPU_NAMES = {"A100-40GB": "A100-40G-SXM", "A100-80GB": "A100-80G-SXM", "A100": "A100-80G-SXM",
              "RTX4090": "RTX-4090", "L40S": "L40S", "A6000": "RTX-A6000",
