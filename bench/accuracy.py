@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
-import os
 import tempfile
 from pathlib import Path
 
