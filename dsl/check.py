@@ -19,6 +19,7 @@ from kbsolve.dsl import ast, clauses, ir, kb
 from kbsolve.dsl.resolve import BUILTINS, ERROR, Context, Resolver, Symbols
 from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
+from kbsolve.dsl.types import show_value as _show
 
 FILE_KINDS = ("yaml", "json", "env", "script")
 PRIORITIES = ("P0", "P1", "P2")
@@ -744,13 +745,3 @@ class _Checker:
                                     f"options", emit.span, code="duplicate",
                                     notes=[Note("also written here", seen[where])])
                 seen[where] = emit.span
-
-
-def _show(value) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Fraction):
-        return str(value.numerator) if value.denominator == 1 else str(float(value))
-    return str(value)

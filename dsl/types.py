@@ -90,3 +90,14 @@ BOOL = Type("bool")
 STR = Type("str")
 INT = Type("num", NONE, True)
 NUM = Type("num", NONE, False)
+
+
+def show_value(value) -> str:
+    """A literal as the rule language writes it (for diagnostics)."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Fraction):
+        return str(value.numerator) if value.denominator == 1 else str(float(value))
+    return str(value)

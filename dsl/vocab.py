@@ -8,7 +8,6 @@ name a declared field). Reports its own errors; clauses, `because` and
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 from kbsolve.catalog.vocab import (BOOKKEEPING, CLOSED_ENUMS, SOURCES, Enum, Field, Vocabulary,
                                    When)
@@ -16,7 +15,7 @@ from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
 from kbsolve.dsl import ast
 from kbsolve.dsl.kb import Meta
 from kbsolve.dsl.symbols import VOCABULARY
-from kbsolve.dsl.types import UNITS
+from kbsolve.dsl.types import UNITS, show_value as _show
 
 _BOUNDS = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}
 
@@ -30,16 +29,6 @@ def _meta(decl: ast.Decl, module: ast.Module) -> Meta:
         clause = decl.clause(kind)
         return clause.args[0] if clause else ""
     return Meta(decl.span, module.name, text("doc"), text("because"), text("source"))
-
-
-def _show(value) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Fraction):
-        return str(value.numerator) if value.denominator == 1 else str(float(value))
-    return str(value)
 
 
 class _Builder:

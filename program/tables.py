@@ -166,13 +166,6 @@ class Expr:
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
 
-    @property
-    def values(self) -> list:
-        """The table flat, as Python values (made on first use)."""
-        if self._values is None:
-            self._values = self.array.ravel().tolist()
-        return self._values
-
     def value(self, idx: list[int]):
         op, args = self.op, self.args
         if op == "if":

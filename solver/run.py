@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import time
-from fractions import Fraction
-from typing import Any
 
-from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver import report
 from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
@@ -17,7 +14,6 @@ from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.solver.plan import Alternative, Estimate, Plan, Reason
-from kbsolve.program.problem import build_problem
 from kbsolve.solver.query import Query, Resolved, resolve
 
 

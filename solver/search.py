@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -65,7 +64,6 @@ class Search:
         self.p = problem
         self.keys = sorted(problem.choices)  # the tables' axes
         t = self.tables = Tables(problem, self.keys)
-        n = len(self.keys)
         self.rules = [(f"rule:{r.framework}.{r.id}", t.cell(r.constraint))
                       for r in problem.items(problem.kb.rules)]
         for option in problem.options:
