@@ -17,7 +17,7 @@ import z3
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.lint.symbolic import STAND_IN, SymbolicModel
-from kbsolve.solver.optimize import CoreFinder
+from kbsolve.solver.prove import CoreFinder
 
 CHECK_MS = 10000
 

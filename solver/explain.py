@@ -15,11 +15,15 @@ import time
 from fractions import Fraction
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from kbsolve.program.metrics import Metrics, measure, sort_key
-from kbsolve.solver.optimize import CoreFinder, Model
-from kbsolve.solver.plan import Choice, Reason
 from kbsolve.program.problem import Problem
+from kbsolve.solver.plan import Choice, Reason
 from kbsolve.solver.report import gib, option_key, plain, reason
+
+if TYPE_CHECKING:
+    from kbsolve.solver.prove import Model
 
 
 EXPLAIN_BUDGET = 20_000  # nodes per "is this value possible at all?" search
@@ -68,10 +72,11 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
             met: list):
     """clash(key, value): None when some feasible plan has key=value, else the
     parts that rule it out."""
-    finder: list[CoreFinder] = []
+    finder: list = []
 
     def by_z3(key, value):
         if not finder:
+            from kbsolve.solver.prove import CoreFinder, Model  # Z3, only when asked
             finder.append(CoreFinder(model or Model(problem)))
         return finder[0].clash([finder[0].model.c.equals(key, value)], without=(f"pin:{key}",))
 

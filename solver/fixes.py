@@ -7,7 +7,7 @@ from typing import Callable
 
 import z3
 
-from kbsolve.solver.optimize import CoreFinder, Model
+from kbsolve.solver.prove import CoreFinder, Model
 from kbsolve.solver.plan import Fix
 from kbsolve.program.problem import Problem
 

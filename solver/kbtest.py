@@ -9,7 +9,8 @@ from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import KnowledgeBase, Test
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.program.metrics import full_assignment
-from kbsolve.solver.optimize import Outcome, feasibility, solve
+from kbsolve.solver.optimize import Outcome, solve
+from kbsolve.solver.prove import feasibility
 from kbsolve.solver.search import Search
 from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import plain

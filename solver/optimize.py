@@ -15,19 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import z3
-
-from kbsolve.dsl import ir
-from kbsolve.dsl.types import NUM
-
-from kbsolve.solver.compile import Compiler
-from kbsolve.solver.search import NODE_BUDGET, Search
-from kbsolve.solver.local_search import back_to_defaults, hill_climb
-from kbsolve.program.metrics import Metrics, full_assignment, measure, sort_key
+from kbsolve.program.metrics import Metrics
 from kbsolve.program.problem import Problem
-
-SEED = 7
-RLIMIT_PER_CHECK = 20_000_000  # Z3 resource units per check (about 2 s of CPU here)
+from kbsolve.solver.search import NODE_BUDGET, Search
 
 
 @dataclass
@@ -36,83 +26,10 @@ class Outcome:
     chosen: dict[str, Any] = field(default_factory=dict)
     metrics: Metrics | None = None
     core: list[str] = field(default_factory=list)
-    model: "Model | None" = None
+    model: Any = None  # solver/prove.Model: the Z3 encoding, where Z3 was asked
     search: Search | None = None  # the tables, for explanations without Z3
     nodes: int = 0
     timed_out: bool = False  # the wall-clock guard, not the counted budgets, ended it
-
-
-class Model:
-    """The compiled constraints of a Problem, as named (trackable) parts."""
-
-    def __init__(self, problem: Problem):
-        self.p = problem
-        self.objective = problem.objective
-        self.c = Compiler(problem)
-        self.parts: dict[str, z3.BoolRef] = {}
-        for rule in problem.items(problem.kb.rules):
-            self.parts[f"rule:{rule.framework}.{rule.id}"] = self.c.term(rule.constraint)
-        for key, value in sorted(problem.pinned.items()):
-            if key in problem.choices:
-                self.parts[f"pin:{key}"] = self.c.equals(key, value)
-        for option in problem.options:
-            if option.when is not None and option.key in problem.choices:
-                self.parts[f"when:{option.key}"] = z3.Implies(
-                    z3.Not(self.c.term(option.when)), self.c.equals(option.key, option.default))
-        self.memory = self._memory_total()
-        budget = self.c._real(problem.budget_bytes)
-        self.parts["memory:fit"] = self.memory <= budget
-        if problem.host_budget_bytes is not None:
-            host = [self.c.num(t.expr) for t in problem.items(problem.kb.memory)
-                    if t.location == "host"]
-            self.parts["memory:host_fit"] = z3.Sum(host or [self.c._real(0)]) <= \
-                self.c._real(problem.host_budget_bytes)
-
-    def _memory_total(self):
-        terms = [self.c.num(t.expr) for t in self.p.items(self.p.kb.memory)
-                 if t.location == "gpu"]
-        return z3.Sum(terms) if terms else self.c._real(0)
-
-    def time_per_work(self):
-        """(sum of time terms / work) x each factor in turn: every step is a
-        named term split over one factor's small table, never over the values
-        of the whole product."""
-        speed = self.p.items(self.p.kb.speed)
-        work = self.p.throughput_work
-        per_work = []
-        for term in (t for t in speed if t.kind == "time"):
-            node = term.expr
-            if work is not None:
-                node = ir.Op("/", (node, work.expr), NUM, term.meta.span)
-            per_work.append(self.c.num(node))
-        total = self.c.named(z3.Sum(per_work) if per_work else self.c._real(0))
-        factors = [t.expr for t in speed if t.kind == "factor"]
-        for factor in factors:  # a chain: each step splits over one factor's table
-            previous = self.c.named(total)
-            total = self.c._split(factor, lambda v, previous=previous: previous * self.c._real(v))
-        return total
-
-    def preference_scores(self) -> dict[int, Any]:
-        tiers: dict[int, list] = {}
-        for pref in self.p.items(self.p.kb.preferences):
-            term = self.c.term(pref.expr)
-            weight = self.c._real(pref.weight)
-            score = z3.If(term, weight, self.c._real(0)) if z3.is_bool(term) else weight * term
-            tiers.setdefault(pref.tier, []).append(score)
-        return {tier: z3.Sum(scores) for tier, scores in sorted(tiers.items())}
-
-
-class Objective:
-    """A term to minimise or maximise, and how to demand a better or an equal value."""
-
-    def __init__(self, sense: str, term):
-        self.sense, self.term = sense, term
-
-    def better(self, value):
-        return self.term < value if self.sense == "min" else self.term > value
-
-    def at_least_as_good(self, value):
-        return self.term <= value if self.sense == "min" else self.term >= value
 
 
 def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
@@ -130,134 +47,12 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
         if found.status == "optimal":
             return Outcome("optimal", found.chosen, found.metrics, search=search, nodes=nodes)
         if found.status == "infeasible":
+            from kbsolve.solver.prove import Model, minimal_core
             model = Model(problem)
             return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model,
                            nodes=nodes)
         start = found.chosen
+    from kbsolve.solver.prove import solve_z3
     outcome = solve_z3(problem, timeout_ms, avoid, start)
     outcome.nodes = nodes
     return outcome
-
-
-def solve_z3(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
-             start: dict[str, Any] | None = None) -> Outcome:
-    """Lexicographic optimum by successive tightening: after each satisfying
-    model, demand a strictly better value of the current objective; when that
-    is unsatisfiable, fix the objective at its best value and go to the next.
-    Each check has a fixed rlimit; the deadline is only an outer guard."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    model = Model(problem)
-    time_term = Objective("min", model.time_per_work())
-    preferences = [Objective("max", score) for _, score in model.preference_scores().items()]
-    memory = Objective("min", model.memory)
-    objectives = [memory, time_term] + preferences if problem.objective == "memory" else \
-        [time_term] + preferences + [memory]
-    solver = z3.Solver(ctx=model.c.ctx)
-    solver.set("random_seed", SEED)
-    for constraint in model.c.domain_constraints():
-        solver.add(constraint)
-    for part in model.parts.values():
-        solver.add(part)
-    for chosen in avoid or ():  # alternatives: differ from each earlier plan somewhere
-        solver.add(z3.Or([z3.Not(model.c.equals(k, v)) for k, v in chosen.items()]
-                         or [z3.BoolVal(False, model.c.ctx)]))
-    first = _check(solver, deadline)
-    if first == z3.unsat:
-        return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model)
-    if first != z3.sat:
-        return Outcome("unknown", model=model, timed_out=time.monotonic() > deadline)
-    best = _polished(problem, model, solver, solver.model(), deadline, start)
-    complete = True
-    for objective in objectives:
-        value = best.eval(objective.term, model_completion=True)
-        solver.push()
-        while True:
-            solver.add(objective.better(value))
-            result = _check(solver, deadline)
-            if result != z3.sat:
-                complete = complete and result == z3.unsat
-                break
-            best = _polished(problem, model, solver, solver.model(), deadline)
-            value = best.eval(objective.term, model_completion=True)
-        solver.pop()
-        solver.add(objective.at_least_as_good(value))
-        if not complete:
-            break
-    chosen = back_to_defaults(problem, model.c.decode(best))
-    metrics = measure(problem, full_assignment(problem, chosen))
-    return Outcome("optimal" if complete else "feasible", chosen, metrics, model=model,
-                   timed_out=not complete and time.monotonic() > deadline)
-
-
-def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline: float,
-              start: dict[str, Any] | None = None):
-    """Improve the first model by local search in the reference evaluator (one
-    option at a time), so that tightening starts near the optimum; the search
-    only picks the starting point, Z3 still proves optimality. A better `start`
-    (the branch and bound's best plan) is taken when it is feasible."""
-    chosen = hill_climb(problem, model.c.decode(first))
-    if start is not None:
-        ours, theirs = (measure(problem, full_assignment(problem, c)) for c in (chosen, start))
-        if theirs.feasible and (not ours.feasible or sort_key(theirs) < sort_key(ours)):
-            chosen = start
-    solver.push()
-    for key, value in chosen.items():
-        solver.add(model.c.equals(key, value))
-    result = _check(solver, deadline)
-    polished = solver.model() if result == z3.sat else first
-    solver.pop()
-    return polished
-
-
-def _check(solver: z3.Solver, deadline: float):
-    left = int((deadline - time.monotonic()) * 1000)
-    if left <= 0:
-        return z3.unknown
-    solver.set("timeout", left)
-    solver.set("rlimit", RLIMIT_PER_CHECK)
-    return solver.check()
-
-
-class CoreFinder:
-    """One solver holding every part behind a marker, to ask many questions:
-    is the model satisfiable with these extra assumptions, and if not, which
-    parts clash (a minimal core)?"""
-
-    def __init__(self, model: Model, timeout_ms: int = 10000):
-        self.model = model
-        self.solver = z3.Solver(ctx=model.c.ctx)
-        self.solver.set("timeout", timeout_ms)
-        for constraint in model.c.domain_constraints():
-            self.solver.add(constraint)
-        self.marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
-        for name, part in model.parts.items():
-            self.solver.add(z3.Implies(self.marks[name], part))
-
-    def clash(self, extra: list | None = None, without: tuple = ()) -> list[str] | None:
-        """None when satisfiable; else the minimal core (names of parts)."""
-        extra = extra or []
-        names = [n for n in self.marks if n not in without]
-        if self.solver.check([self.marks[n] for n in names] + extra) != z3.unsat:
-            return None
-        core = sorted(str(m) for m in self.solver.unsat_core() if str(m) in self.marks)
-        for name in list(core):
-            trial = [self.marks[n] for n in core if n != name] + extra
-            if self.solver.check(trial) == z3.unsat:
-                core.remove(name)
-        return core
-
-
-def feasibility(problem: Problem, timeout_ms: int = 10000) -> Outcome:
-    """Satisfiable or not, with the minimal core; no optimisation (for tests
-    that only ask whether a query is refused, and by which rules)."""
-    model = Model(problem)
-    finder = CoreFinder(model, timeout_ms)
-    core = finder.clash()
-    if core is None:
-        return Outcome("feasible", model=model)
-    return Outcome("infeasible", core=core, model=model)
-
-
-def minimal_core(model: Model, timeout_ms: int) -> list[str]:
-    """The parts that clash, minimised by deletion: every part left is needed."""
-    return CoreFinder(model, timeout_ms).clash() or []

@@ -9,7 +9,6 @@ from kbsolve.solver import report
 from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
 from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.solver.explain import Unexplained, explain
-from kbsolve.solver.fixes import drop_pins, hardware
 from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.solver.optimize import Outcome, solve
@@ -32,6 +31,7 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
     if outcome.status == "infeasible":
         result.core = _core(problem, outcome.core)
         if outcome.model is not None:
+            from kbsolve.solver.fixes import drop_pins, hardware  # Z3: only for a refusal
             result.fixes = drop_pins(outcome.model) + hardware(_bigger(kb, resolved))
         return result
     if outcome.metrics is None:
