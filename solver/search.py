@@ -250,8 +250,9 @@ class Search:
         return allowed
 
     # ---- the search
-    def prepare(self, axes: list[int] | None = None) -> bool:
-        """Domains, order and bounds for this problem (`axes`: a new order);
+    def prepare(self, axes: list[int] | None = None, allowed: list | None = None) -> bool:
+        """Domains, order and bounds for this problem (`axes`: a new order;
+        `allowed`: narrower masks than the problem's, for one question);
         False when the rules and pins leave some option no value."""
         if hasattr(self, "allowed") and axes is None:
             return self.allowed is not None
@@ -262,13 +263,14 @@ class Search:
                 return False
         p = self.p
         axes = axes or self._plan_order(self.allowed)
+        masks = allowed or self.allowed
         self.axes = axes
         self.order = [self.keys[a] for a in axes]
         self.place = {key: i for i, key in enumerate(self.order)}
         position = [0] * len(axes)
         for place, axis in enumerate(axes):
             position[axis] = place
-        in_order = [self.allowed[a] for a in axes]
+        in_order = [masks[a] for a in axes]
         for cell in self.cells:
             cell.prepare(position, in_order)
         self.base_domains = [list(np.flatnonzero(mask)) for mask in in_order]
@@ -366,12 +368,25 @@ class Search:
         if self.domains({key: value}, why) is None:
             return sorted({why["empty"], *(r for r in why.values() if r != why["empty"])})[:3] \
                 if "empty" in why else ["memory:fit"]
-        found = self.run(start=start, fixed={key: value}, budget=budget, first=True)
+        found = self.run(start=start, fixed={key: value}, budget=budget // 10, first=True)
+        if found.status == "budget":  # again, with the value in every bound, first
+            found = self._narrowed(key, value, why_masks(self, key, value), start, budget)
         self.last_found = (found.chosen, found.metrics) if found.chosen is not None else None
         if found.status == "budget":
             return "budget"
         return None if found.chosen is not None else (
             ["memory:host_fit"] if self._host_only() else ["memory:fit"])
+
+    def _narrowed(self, key: str, value, masks: list, start, budget: int) -> Found:
+        """A feasibility search whose tables know key=value from the start (the
+        option placed first), then the problem's own preparation back."""
+        axes = self.axes
+        axis = self.keys.index(key)
+        try:
+            self.prepare([axis] + [a for a in axes if a != axis], masks)
+            return self.run(start=start, fixed={key: value}, budget=budget, first=True)
+        finally:
+            self.prepare(axes)
 
     def _host_only(self) -> bool:
         return False
@@ -570,6 +585,15 @@ class _State:
             self.best_float = tuple(float(x) for x in exact)
             if self.first:
                 raise _Done
+
+
+def why_masks(search: "Search", key: str, value) -> list:
+    """The problem's masks with `key` narrowed to `value`."""
+    masks = [mask.copy() for mask in search.allowed]
+    axis = search.keys.index(key)
+    masks[axis][:] = False
+    masks[axis][search.p.choices[key].index(value)] = True
+    return masks
 
 
 def _linear(cell, weight: float) -> list[tuple[float, Any]]:
