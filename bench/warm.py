@@ -3,8 +3,8 @@
 - `plan grid`: 24 fixed LLM and diffusion queries through `api.solve` with
   explanations and alternatives (the default --top), CPU time per plan.
 - `status grid`: 120 LlamaFactory queries (0.6B-405B, dense and MoE, 1x4090 to
-  2x8xH100, sft/dpo/pt/kto/rm) solved without explanations; each must end
-  `optimal` or `infeasible` at the default settings.
+  2x8xH100, sft/dpo/pt/kto/rm) planned with `--top 0` (explained, no
+  alternatives); each must end `optimal` or `infeasible` at the default settings.
 
 CPU time (time.process_time) is reported, not wall time: the machine is shared.
 """
