@@ -294,7 +294,9 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reaso
                                      detail=f"{opt.name} only applies when its 'when' condition "
                                             f"holds; otherwise it keeps its default")
             elif kind == "memory" and part not in found:
-                found[part] = Reason(rule=part, detail="the memory per GPU must fit the budget")
+                found[part] = Reason(rule=part, detail="the CPU RAM per node must fit --host-ram"
+                                     if name == "host_fit" else
+                                     "the memory per GPU must fit the budget")
             elif kind == "pin" and part not in found:
                 opt = problem.kb.options[name]
                 found[part] = Reason(rule=f"pin:{opt.name}",

@@ -374,8 +374,10 @@ class Search:
         self.last_found = (found.chosen, found.metrics) if found.chosen is not None else None
         if found.status == "budget":
             return "budget"
-        return None if found.chosen is not None else (
-            ["memory:host_fit"] if self._host_only() else ["memory:fit"])
+        if found.chosen is not None:
+            return None
+        # no rule alone rules it out: the budgets do (both named when both apply)
+        return ["memory:fit", "memory:host_fit"] if self.host_terms else ["memory:fit"]
 
     def _narrowed(self, key: str, value, masks: list, start, budget: int) -> Found:
         """A feasibility search whose tables know key=value from the start (the
@@ -387,9 +389,6 @@ class Search:
             return self.run(start=start, fixed={key: value}, budget=budget, first=True)
         finally:
             self.prepare(axes)
-
-    def _host_only(self) -> bool:
-        return False
 
     def view(self, assignment: dict[str, Any]) -> "View | None":
         """A full assignment's objective and feasibility read from the tables
