@@ -413,16 +413,22 @@ class Search:
                            self.host_terms and
                            abs(host - self.host_budget) <= TOLERANCE * self.host_budget):
             return None
+        kept = sum(1 for place, i in enumerate(idx) if i == self.defaults[place])
+        fits = memory <= self.budget and (not self.host_terms or host <= self.host_budget)
+        key = self.objective_bound(ranges, memory, kept)
+        return View(broken, fits, key[1] if self.objective == "memory" else key[0], key, memory)
+
+    def objective_bound(self, ranges: list, memory: float, kept: int) -> tuple:
+        """The objective's lower bound (sort_key's order) from the tracked
+        cells' ranges: time as its parts' sum times its factors, preference
+        tiers at their best, memory and the options kept at their defaults."""
         total = (0.0, 0.0)
         for i in self.time_parts:
             total = (total[0] + ranges[i][0], total[1] + ranges[i][1])
         for i in self.time_factors:
             total = _mul(total, ranges[i])
         prefs = tuple(-ranges[i][1] for i in self.tier_slots)
-        kept = -sum(1 for place, i in enumerate(idx) if i == self.defaults[place])
-        fits = memory <= self.budget and (not self.host_terms or host <= self.host_budget)
-        return View(broken, fits, total[0],
-                    _objective(self.objective, total[0], prefs, memory, kept), memory)
+        return _objective(self.objective, total[0], prefs, memory, -kept)
 
     def assignment(self, idx: list[int]) -> dict[str, Any]:
         return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
@@ -553,19 +559,8 @@ class _State:
         return True
 
     def _bounds(self, k: int, defaults: int) -> tuple:
-        s, ranges = self.s, self.ranges
-        total = (0.0, 0.0)
-        for i in s.time_parts:
-            low, high = ranges[i]
-            total = (total[0] + low, total[1] + high)
-        for i in s.time_factors:
-            total = _mul(total, ranges[i])
-        prefs = tuple(-ranges[i][1] for i in s.tier_slots)
-        kept = -(defaults + self.free_defaults[k])
-        return _objective(s.objective, total[0], prefs, self._memory(), kept)
-
-    def _may_beat(self, k: int, defaults: int) -> bool:
-        return _lex_less(self._bounds(k, defaults), self.best_float, allow_equal=True)
+        return self.s.objective_bound(self.ranges, self._memory(),
+                                      defaults + self.free_defaults[k])
 
     def leaf(self, defaults: int) -> None:
         s = self.s
