@@ -687,26 +687,31 @@ class _Checker:
         expectations, checks = [], []
         for clause in decl.clauses_of("t_expect"):
             exp: ast.Expectation = clause.args[0]
-            expectations.append(exp)
+            low = high = None
             if exp.kind == "holds":
                 checks.append(self._cond(entry, exp.expr, "an expectation"))
             elif exp.kind == "memory":
-                self._memory_expectation(exp)
+                low, high = self._memory_expectation(exp)
+            expectations.append(kb.Expectation(exp.kind, tuple(exp.names), low, high, exp.span))
         if not expectations:
             self.sink.error(f"test '{decl.name}' expects nothing", decl.name_span,
                             code="empty-test", hint="add: expect feasible (or another expect)")
         return kb.Test(entry.scope, decl.name, tuple(given), pins, tuple(expectations),
                        tuple(checks), self._meta(entry))
 
-    def _memory_expectation(self, exp: ast.Expectation) -> None:
+    def _memory_expectation(self, exp: ast.Expectation) -> tuple:
+        """The bounds of `expect memory`, in bytes (None where in error)."""
         if exp.names and exp.names[0] not in self.levels:
             self.sink.error(f"unknown memory level '{exp.names[0]}'"
                             f"{did_you_mean(exp.names[0], self.levels)}", exp.span,
                             code="domain")
+        bounds = []
         for bound in (exp.low, exp.high):
             node = self.resolver.expr(bound, Context("", None))
             if node.type is not ERROR and (not node.type.is_num or node.type.dim != (1, 0, 0)):
                 self.sink.error("memory bounds need a unit such as GiB", bound.span, code="unit")
+            bounds.append(node.value if isinstance(node, ir.Const) else None)
+        return tuple(bounds)
 
     # ---- checks that need the whole KB
     def _cross_checks(self, result: kb.KnowledgeBase) -> None:

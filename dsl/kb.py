@@ -12,7 +12,6 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.diagnostics import Span
-from kbsolve.dsl import ast
 from kbsolve.dsl.ir import Node
 from kbsolve.dsl.types import Type
 
@@ -251,13 +250,24 @@ class Detector:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """One `expect` of a DSL test, checked: memory bounds in bytes."""
+
+    kind: str  # feasible | infeasible | warning | no_warning | memory | holds
+    names: tuple[str, ...]
+    low: Fraction | None
+    high: Fraction | None
+    span: Span
+
+
+@dataclass(frozen=True)
 class Test:
     framework: str
     name: str
     given: tuple[tuple[str, Any], ...]
     pins: tuple[tuple[str, Any], ...]
-    expectations: tuple[ast.Expectation, ...]
-    checks: tuple[Node, ...]  # checked forms of `expect EXPR`
+    expectations: tuple[Expectation, ...]
+    checks: tuple[Node, ...]  # checked forms of `expect EXPR`, in order
     meta: Meta
 
 

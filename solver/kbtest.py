@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import KnowledgeBase, Test
@@ -93,7 +92,7 @@ def _run(kb: KnowledgeBase, test: Test) -> TestResult:
                 continue
             level = exp.names[0] if exp.names else "device"
             value = outcome.metrics.levels[level]
-            low, high = _bytes(exp.low), _bytes(exp.high)
+            low, high = exp.low, exp.high
             if not low <= value <= high:
                 failures.append(f"memory {level} {float(value) / 2**30:.2f} GiB is outside "
                                 f"{float(low) / 2**30:.2f}..{float(high) / 2**30:.2f} GiB")
@@ -124,12 +123,6 @@ def _refusal(problem, timeout_ms: int) -> Outcome:
 def _missing(core: list[str], names, framework: str) -> list[str]:
     rules = {p.split(":", 1)[1] for p in core if p.startswith("rule:")}
     return [n for n in names if f"{framework}.{n}" not in rules]
-
-
-def _bytes(literal) -> Fraction:
-    from kbsolve.dsl.types import UNITS
-    scale = UNITS[literal.unit][1] if literal.unit else Fraction(1)
-    return literal.value * scale
 
 
 def _text(exp) -> str:
