@@ -102,10 +102,10 @@ class Table:
                 low = high = np.fmax.reduce(high, axis=axes)
             else:
                 low, high = np.fmin.reduce(low, axis=axes), np.fmax.reduce(high, axis=axes)
-        level = (_strides(low.shape), _flat(low), _flat(high) if high is not low else None,
-                 (low, high))
-        if level[2] is None:
-            level = (level[0], level[1], level[1], level[3])
+        flat_low = _flat(low)
+        flat_high = flat_low if high is low else _flat(high)
+        pairs = tuple(zip(self._search_deps[:j], _strides(low.shape)))  # (place, stride)
+        level = (pairs, flat_low, flat_high, (low, high), type(flat_low) is list)
         self._levels[j] = level
         return level
 
@@ -116,18 +116,18 @@ class Table:
         if self.kind == "code":
             return UNKNOWN if any(a >= k for a in deps) else (self._at(idx),) * 2
         j = bisect.bisect_left(deps, k)
-        strides, low, high, _ = self._levels[j] or self._level(j)
+        pairs, low, high, _, listed = self._levels[j] or self._level(j)
         at = 0
-        for t in range(j):
-            at += idx[deps[t]] * strides[t]
-        if type(low) is list:
+        for place, stride in pairs:
+            at += idx[place] * stride
+        if listed:
             return low[at], high[at]
         return low.item(at), high.item(at)
 
     def _at(self, idx):
-        strides, low, _, _ = self._levels[-1] or self._level(len(self._search_deps))
-        at = sum(idx[d] * s for d, s in zip(self._search_deps, strides))
-        return low[at] if type(low) is list else low.item(at)
+        pairs, low, _, _, listed = self._levels[-1] or self._level(len(self._search_deps))
+        at = sum(idx[place] * stride for place, stride in pairs)
+        return low[at] if listed else low.item(at)
 
     def spread(self, allowed: list) -> dict[int, float]:
         """Per axis: how far fixing it to its worst allowed value lifts the
