@@ -91,6 +91,10 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
             witnessed.update((k, repr(v)) for k, v in changes.items())
         if (key, repr(value)) in witnessed:
             return None
+        repaired = _repaired(problem, search, assignment, key, value)
+        if repaired is not None:
+            met.append(repaired)
+            return None
         core = search.clash(key, value, assignment, EXPLAIN_BUDGET)
         if core is None and search.last_found is not None:
             chosen, plan = search.last_found
@@ -98,6 +102,39 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         return by_z3(key, value) if core == "budget" else core
     seen: list = []
     return clash
+
+
+REPAIR_TRIES = 64  # float views tried before a feasibility search
+
+
+def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, value):
+    """(changes, metrics) of a feasible plan with key=value that changes one
+    more option, one that the rules the plain neighbour breaks read; None when
+    none of the first REPAIR_TRIES such plans is feasible."""
+    base = _settled(problem, {**assignment, key: value})
+    view = search.view(base)
+    if view is None or not view.broken:
+        return None
+    touched = sorted({k for name in view.broken for k in search.rule_options(name)}
+                     - {key} - set(problem.pinned))
+    tries = 0
+    for other in touched:
+        for alt in problem.choices[other]:
+            if alt == base[other]:
+                continue
+            tries += 1
+            if tries > REPAIR_TRIES:
+                return None
+            candidate = _settled(problem, {**base, other: alt})
+            if candidate[key] != value:
+                continue
+            seen = search.view(candidate)
+            if seen is not None and seen.feasible:
+                exact = measure(problem, candidate)
+                if exact.feasible:
+                    return ({k: v for k, v in candidate.items() if assignment.get(k) != v},
+                            exact)
+    return None
 
 
 def _decided(problem: Problem, clash, option, value, assignment, metrics,

@@ -390,6 +390,13 @@ class Search:
         finally:
             self.prepare(axes)
 
+    def rule_options(self, name: str) -> list[str]:
+        """The open options a rule part ('rule:...' or 'when:...') reads."""
+        if not hasattr(self, "_rule_cells"):
+            self._rule_cells = dict(self.rules)
+        cell = self._rule_cells.get(name)
+        return [self.keys[a] for a in cell.deps] if cell is not None else []
+
     def view(self, assignment: dict[str, Any]) -> "View | None":
         """A full assignment's objective and feasibility read from the tables
         (floats); None where a float could decide wrongly (a rule or the budget
