@@ -414,8 +414,8 @@ class Search:
             if not high:
                 broken.append(name)
         ranges = [cell.bound(n, idx) for cell in self.tracked]
-        memory = sum(w * ranges[i][0] for w, i in self.memory_terms)
-        host = sum(w * ranges[i][0] for w, i in self.host_terms)
+        memory = _weighted_low(ranges, self.memory_terms)
+        host = _weighted_low(ranges, self.host_terms)
         if not broken and (abs(memory - self.budget) <= TOLERANCE * self.budget or
                            self.host_terms and
                            abs(host - self.host_budget) <= TOLERANCE * self.host_budget):
@@ -461,7 +461,7 @@ class Tracker:
         return ranges, [self._total(ranges, t) for t in range(len(self.sums))]
 
     def _total(self, ranges: list, t: int) -> float:
-        return sum(w * ranges[i][0] for w, i in self.sums[t])
+        return _weighted_low(ranges, self.sums[t])
 
     def update(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
         """Set the ranges after place k is set; returns what to restore."""
@@ -474,13 +474,19 @@ class Tracker:
             delta = 0.0
             for i, old in saved:
                 w = weights.get(i)
-                if w is not None:
-                    delta += w * (ranges[i][0] - old[0])
+                if w is not None:  # a negative weight reads the high end
+                    side = 0 if w > 0 else 1
+                    delta += w * (ranges[i][side] - old[side])
             if delta != delta or math.isinf(totals[t]) or math.isinf(delta):
                 totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
             elif delta:
                 totals[t] += delta
         return saved, old_totals
+
+
+def _weighted_low(ranges: list, terms: list) -> float:
+    """The least value of a weighted sum of the cells' ranges."""
+    return sum(w * ranges[i][0 if w > 0 else 1] for w, i in terms)
 
 
 def _restore(ranges: list, totals: list, saved: tuple) -> None:
