@@ -4,12 +4,13 @@ Explaining a plan measures, for every deciding option (one whose value speed,
 memory or a preference chose), each other value as a neighbour of the plan;
 where a value needs other changes too, the search found a feasible plan with
 it. Those plans are the candidates: no new evaluations are made here. Each was
-checked against every rule; one that is neither faster, smaller nor slower or
-larger than the plan (the same time and memory) is not an alternative.
+checked against every rule; one whose time and memory differ from the plan's
+by less than the output shows (0.05 %, 0.005 GiB) is not an alternative.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from kbsolve.program.metrics import Metrics, sort_key
@@ -41,13 +42,24 @@ def runner_ups(best: Metrics, candidates: list[tuple[dict[str, Any], Any]],
         metrics = getattr(candidate, "exact", candidate)
         if not metrics.feasible:
             continue
-        if metrics.time_per_work == best.time_per_work and \
-                metrics.levels["device"] == best.levels["device"]:
+        if not _differs(metrics, best):
             continue
         found.append((changes, metrics))
         last = estimate
     found.sort(key=lambda pair: (sort_key(pair[1]), repr(sorted(pair[0].items(), key=repr))))
     return found[:top]
+
+
+SHOWN_TIME = Fraction(1, 2000)  # 0.05 %: the table prints time deltas to 0.1 %
+SHOWN_BYTES = Fraction(2**30, 200)  # 0.005 GiB: it prints memory deltas to 0.01 GiB
+
+
+def _differs(metrics: Metrics, best: Metrics) -> bool:
+    """An alternative must differ visibly in time or memory from the plan."""
+    time = abs(metrics.time_per_work - best.time_per_work)
+    if best.time_per_work and time >= SHOWN_TIME * best.time_per_work:
+        return True
+    return abs(metrics.levels["device"] - best.levels["device"]) >= SHOWN_BYTES
 
 
 def _estimate(candidate) -> tuple:

@@ -72,3 +72,14 @@ def test_plan_json_is_identical_across_solves(kb):
     first = api.solve(REAL[3], kb).model_dump_json()
     assert api.solve(REAL[3], kb).model_dump_json() == first
     assert json.loads(first)["status"] == "optimal"
+
+
+@pytest.mark.parametrize("fields", [REAL[0], {**REAL[0], "objective": "memory"}],
+                         ids=["speed", "memory"])
+def test_every_alternative_differs_visibly(kb, fields):
+    """No alternative reads '+0.0% time, +0.00 GiB' (the memory objective's plan
+    had one: a change of accumulation steps that moved nothing shown)."""
+    plan = api.solve({**fields, "top": 5}, kb)
+    assert plan.alternatives
+    for alt in plan.alternatives:
+        assert abs(alt.speed_delta_pct) >= 0.05 or abs(alt.memory_delta_gib) >= 0.005, alt
