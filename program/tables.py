@@ -69,11 +69,7 @@ class Table:
         sizes = [self.sizes[i] for i in perm]
         low = self.array.astype(np.int8) if self.kind == "bool" else self.array
         low = np.transpose(low, perm) if perm != sorted(perm) else low
-        mask = np.ones(sizes, dtype=bool)
-        for i, place in enumerate(places):
-            shape = [1] * len(sizes)
-            shape[i] = sizes[i]
-            mask = mask & allowed[place].reshape(shape)
+        mask = allowed_mask(sizes, [allowed[place] for place in places])
         if mask.all():
             high = low
         elif self.kind == "num":
@@ -135,11 +131,7 @@ class Table:
         if self.kind != "num" or not self.deps:
             return {}
         array = np.asarray(self.array, dtype=float)
-        mask = np.ones(self.sizes, dtype=bool)
-        for i, axis in enumerate(self.deps):
-            shape = [1] * len(self.sizes)
-            shape[i] = self.sizes[i]
-            mask = mask & allowed[axis].reshape(shape)
+        mask = allowed_mask(self.sizes, [allowed[axis] for axis in self.deps])
         if not mask.any():
             return {}
         masked = np.where(mask, array, np.inf)
@@ -339,6 +331,16 @@ class Tables:
         if op == "+" and isinstance(args[0], Expr) and args[0].op == "sum":
             return Expr("sum", args[0].args + [args[1]], kind, exact)
         return Expr("sum" if op == "+" else op, list(args), kind, exact)
+
+
+def allowed_mask(sizes, masks: list) -> np.ndarray:
+    """The combinations whose every value is allowed (one mask per axis)."""
+    mask = np.ones(sizes, dtype=bool)
+    for i, axis_mask in enumerate(masks):
+        shape = [1] * len(sizes)
+        shape[i] = sizes[i]
+        mask = mask & axis_mask.reshape(shape)
+    return mask
 
 
 LIST_LIMIT = 2048  # levels up to this many cells are read as lists

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.metrics import Metrics, measure, sort_key
-from kbsolve.program.tables import Expr, Table, Tables, _mul, masked
+from kbsolve.program.tables import Expr, Table, Tables, _mul, allowed_mask, masked
 
 NODE_BUDGET = 200_000
 ROUNDS = (10_000, 40_000, 150_000)  # node shares of the rounds (see Search.run)
@@ -228,11 +228,8 @@ class Search:
                             why["empty"] = name
                         return None
                     continue
-                masked_ = cell.array
-                for i, axis in enumerate(cell.deps):
-                    shape = [1] * len(cell.deps)
-                    shape[i] = cell.sizes[i]
-                    masked_ = masked_ & allowed[axis].reshape(shape)
+                masked_ = cell.array & allowed_mask(cell.sizes,
+                                                    [allowed[axis] for axis in cell.deps])
                 for i, axis in enumerate(cell.deps):
                     others = tuple(j for j in range(len(cell.deps)) if j != i)
                     support = masked_.any(axis=others) if others else masked_
