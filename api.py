@@ -52,7 +52,7 @@ def listing(kb: KnowledgeBase, what: str, framework: str | None = None) -> list[
         table = kb.catalog.gpus if what == "gpus" else kb.catalog.models
         return [_jsonable(entry.model_dump(exclude_none=True)) for entry in table.values()]
     builders = {"options": (kb.options, _option_row), "rules": (kb.rules, _rule_row),
-                "checks": (kb.checks, _check_row)}
+                "checks": (kb.checks, _check_row), "optins": (kb.optins, _optin_row)}
     table, build = builders[what]
     rows = [build(item) for item in table.values()
             if framework is None or item.framework == framework]
@@ -76,6 +76,11 @@ def _rule_row(r) -> dict:
     return {"framework": r.framework, "id": r.id, "kind": r.kind, "because": r.meta.because,
             "source": r.meta.source, "versions": r.meta.versions,
             "location": str(r.meta.span)}
+
+
+def _optin_row(o) -> dict:
+    return {"framework": o.framework, "name": o.name, "group": o.group, "doc": o.meta.doc,
+            "because": o.meta.because, "source": o.meta.source, "location": str(o.meta.span)}
 
 
 def _check_row(c) -> dict:
@@ -154,26 +159,32 @@ def format_rule_files(paths: list[str] | None = None, *, packs: list[str] | None
 
 
 def audit(path: str, gpus: str | None = None, kb: KnowledgeBase | None = None, *,
-          packs: list[str] | None = None, fix: bool = False, plan: bool = False):
+          packs: list[str] | None = None, fix: bool = False, plan: bool = False,
+          allow: list[str] | None = None):
     """Audit a training project (folder or one config); plan=True adds the solver's
     best plan per config; fix=True writes each config's recommended changes (a
-    .bak is kept) and returns the re-audit. Returns (AuditReport, {config: keys})."""
+    .bak is kept) and returns the re-audit; `allow` names the optins (or groups)
+    that recommendations may change. Returns (AuditReport, {config: keys})."""
     from kbsolve.audit.run import audit_project
     knowledge = kb or load_kb(packs)
-    report = audit_project(knowledge, path, gpus, plan)
+    allowed = tuple(allow or ())
+    report = audit_project(knowledge, path, gpus, plan, allowed)
     if not fix:
         return report, {}
     from kbsolve.audit.fix_config import fix_project
     written = fix_project(knowledge, report)
-    return (audit_project(knowledge, path, gpus, plan) if written else report), written
+    return (audit_project(knowledge, path, gpus, plan, allowed) if written else report), \
+        written
 
 
 def fix(config: str, symptom: str, gpus: str | None = None, kb: KnowledgeBase | None = None,
-        *, packs: list[str] | None = None, write: bool = False):
+        *, packs: list[str] | None = None, write: bool = False,
+        allow: list[str] | None = None):
     """Changes for an OOM, slow or unstable config, found by the reference
-    evaluator; with write=True the first is written and the file re-audited."""
+    evaluator; `allow` names the optins (or groups) a cure may change; with
+    write=True the first is written and the file re-audited."""
     from kbsolve.audit.fix_config import fix_config
-    return fix_config(kb or load_kb(packs), config, symptom, gpus, write)
+    return fix_config(kb or load_kb(packs), config, symptom, gpus, write, tuple(allow or ()))
 
 
 def deep_check(packs: list[str] | None = None, kb: KnowledgeBase | None = None):

@@ -28,6 +28,7 @@ class Context:
     user: dict[str, Any]  # the options the config sets
     missing: set[str] = field(default_factory=set)  # facts asked for but unknown
     unread: set[str] = field(default_factory=set)  # options set to values the KB lacks
+    allowed: frozenset[str] = frozenset()  # optin keys the user allows (--allow)
     _verdicts: dict | None = field(default=None, repr=False)  # rule id -> holds now?
 
     def run(self, node: ir.Node, assignment: dict[str, Any] | None = None) -> Any:
@@ -136,25 +137,86 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
         query.update(num_gpus=hardware.count, nodes=hardware.nodes,
                      gpus_per_node=hardware.per_node)
     options = kb.options_of(framework)
-    for option in options:  # a config value (or the framework's default) for a query fact
-        if isinstance(option.source_expr, ir.FactRef) and \
-                option.source_expr.path.startswith("query.") and option.key not in unread:
-            value = user.get(option.key, option.default)
-            if value is not None:
-                query[option.source_expr.path.split(".", 1)[1]] = _whole(value)
+    for path, option in _fact_options(kb, framework, user).items():
+        name = path.split(".", 1)[1]
+        if option.key in unread or name in query:
+            continue  # the hardware (which read the config's count already) wins
+        value = user.get(option.key, option.default)  # the config's value, or the default
+        if value is not None:
+            query[name] = _whole(value)
     facts = collect_facts(kb, hardware.gpu, model, query)
     context = Context(kb, framework, facts, {}, dict(user), unread=set(unread))
+    derived = []  # `from` expressions that read other options: after the first pass
     for option in options:
         if option.key in user:
             context.assignment[option.key] = user[option.key]
-        elif option.source_expr is not None and \
-                not (ir.facts_used(option.source_expr) - facts.keys()):
-            value = Evaluator(kb, framework, facts).run(option.source_expr, {})
-            context.assignment[option.key] = Fraction(value) if option.type.kind == "num" \
-                else value
-        else:
-            context.assignment[option.key] = option.default
+            continue
+        context.assignment[option.key] = option.default
+        if option.source_expr is not None and \
+                not (facts_needed(kb, option.source_expr) |
+                     ir.facts_used(option.source_expr)) - facts.keys():
+            derived.append(option)
+    evaluator = Evaluator(kb, framework, facts)
+    for option in sorted(derived, key=lambda o: bool(options_needed(kb, o.source_expr) |
+                                                    ir.options_used(o.source_expr))):
+        try:
+            value = evaluator.run(option.source_expr, context.assignment)
+        except KbError:
+            continue
+        context.assignment[option.key] = Fraction(value) if option.type.kind == "num" \
+            else value
+    _recipe_facts(context)
     return context
+
+
+def _fact_options(kb: KnowledgeBase, framework: str, user: dict[str, Any]) -> dict:
+    """Query fact -> the option tied to it (`from query.X`) that gives it: the one
+    the KB's audit data names (the training shape, not the evaluation's), else the
+    first the config sets, else the first declared."""
+    from kbsolve.audit.audit_data import audit_data
+    named = audit_data(kb, framework).shape
+    found: dict[str, Any] = {}
+    for option in kb.options_of(framework):
+        if not isinstance(option.source_expr, ir.FactRef) or \
+                not option.source_expr.path.startswith("query."):
+            continue
+        path = option.source_expr.path
+        if path in named:
+            if option.key == named[path]:
+                found[path] = option
+        elif path not in found or (option.key in user and found[path].key not in user):
+            found[path] = option
+    return found
+
+
+def _recipe_facts(ctx: Context) -> None:
+    """Query facts that only a rule's equation reads (the recipe's global batch):
+    the config's own value, so that the config keeps its recipe and a change that
+    alters it breaks the rule. For `require A == B` with B reading the absent fact
+    and A not, the fact takes A's value when that makes the rule hold."""
+    kb = ctx.kb
+    for rule in kb.of(kb.rules, ctx.framework):
+        node = rule.expr
+        if rule.kind != "require" or not isinstance(node, ir.Op) or node.op != "==":
+            continue
+        sides = [needs(kb, side)[0] for side in node.args]
+        for mine, other in ((0, 1), (1, 0)):
+            absent = {p for p in sides[other] if p not in ctx.facts and p.startswith("query.")}
+            if not absent or len(absent) > 1 or sides[mine] & absent:
+                continue
+            try:  # the config's values as read (an unread env option at its default)
+                value = Evaluator(kb, ctx.framework, ctx.facts).run(node.args[mine],
+                                                                     ctx.assignment)
+            except KbError:
+                continue
+            path = absent.pop()
+            ctx.facts[path] = Fraction(value)
+            try:
+                if Evaluator(kb, ctx.framework, ctx.facts).run(rule.expr, ctx.assignment):
+                    continue
+            except KbError:
+                pass
+            del ctx.facts[path]
 
 
 def _whole(value: Any) -> Any:

@@ -10,8 +10,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kbsolve.audit.assess import build_context
+from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.fix import apply_changes
-from kbsolve.audit.mapping import plain, read_options, written_value
+from kbsolve.audit.audit_data import config_value, reference_change
+from kbsolve.audit.mapping import plain, read_options
 from kbsolve.audit.model import AuditReport, Change, Fit
 from kbsolve.audit.model_lookup import find_model
 from kbsolve.audit.read_project import read_project
@@ -29,7 +31,15 @@ class Suggested(BaseModel):
     device_gib: float
     budget_gib: float
     speed_delta_pct: float
+    saved_gib: float = Field(0.0, description="peak device memory saved; + is less")
     reasons: list[str]
+
+
+class NeedsAllow(BaseModel):
+    """A cure withheld because it changes what the user did not allow."""
+    changes: dict[str, Any] = Field(description="config key -> new value")
+    allow: str = Field(description="the optins (group) that --allow would name")
+    effect: str
 
 
 class FixResult(BaseModel):
@@ -38,13 +48,16 @@ class FixResult(BaseModel):
     framework: str
     before: Fit
     suggestions: list[Suggested] = Field(default_factory=list)
+    needs_allow: list[NeedsAllow] = Field(default_factory=list)
     written: list[str] = Field(default_factory=list)
+    manual: list[str] = Field(default_factory=list, description="changes outside the config")
     after: Fit | None = None
     errors_after: list[str] = Field(default_factory=list)
 
 
 def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
-               write: bool) -> FixResult:
+               write: bool, allow: tuple[str, ...] = ()) -> FixResult:
+    allow = check_allow(kb, allow)
     path = Path(config)
     if not path.is_file():
         raise KbError(Diagnostic(f"{config}: no such config file"))
@@ -63,33 +76,64 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
     if before.status == "undecided":
         raise KbError(Diagnostic(f"{config}: cannot judge memory and speed ({before.reason}); "
                                  f"give --gpus and use a model from the catalog"))
-    _, found = suggest(ctx, symptom)
+    _, found, held = suggest(ctx, symptom, allowed_keys(kb, unit.framework, allow))
     result = FixResult(config=str(path), symptom=symptom, framework=unit.framework,
                        before=before)
     for s in found:
-        keys = {}
-        for key, value in s.changes.items():
-            written = written_value(kb.options[key], main_name, value)
-            keys[written[0] if written else kb.options[key].name] = \
-                written[1] if written else plain(value)
-        result.suggestions.append(Suggested(changes=keys, device_gib=s.device_gib,
+        result.suggestions.append(Suggested(changes=_shown(kb, main_name, s.changes, ctx),
+                                            device_gib=s.device_gib,
                                             budget_gib=s.budget_gib,
                                             speed_delta_pct=s.speed_delta_pct,
-                                            reasons=s.reasons))
+                                            saved_gib=s.saved_gib, reasons=s.reasons))
+    for h in held:
+        result.needs_allow.append(NeedsAllow(changes=_shown(kb, main_name, h.changes, ctx),
+                                             allow=h.needs, effect=h.summary))
     if write and found:
         best = found[0].changes
         changes = []
         for key, value in best.items():
             option = kb.options[key]
-            written = written_value(option, main_name, value)
-            home = next((e.key for e in option.emits if e.target == main_name), option.name)
+            home = next((e.key for e in option.emits if e.target == main_name), None)
+            moved = reference_change(kb, unit.framework, main_name, key,
+                                     ctx.with_changes(best)) if home is None else None
+            if moved is not None:  # the framework's own file for the new values
+                if not any(c.key == moved[0] for c in changes):
+                    changes.append(Change(key=moved[0], new=moved[1]))
+                continue
+            if home is None:  # an environment variable or another file's key: the user's
+                result.manual.append(f"{option.name}: {_plain_text(value)} (not a key of "
+                                     f"{path.name}; set it where the run is launched)")
+                continue
+            written = config_value(kb, option, main_name, value)
             changes.append(Change(key=home, new=written[1] if written else None,
                                   removed=written is None))
         result.written = apply_changes(path, changes)
-        again = audit_project(kb, str(path), gpus).units[0]
+        again = audit_project(kb, str(path), gpus, allow=allow).units[0]
         result.after = again.fit
         result.errors_after = [f.message for f in again.errors]
     return result
+
+
+def _plain_text(value: Any) -> str:
+    value = plain(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _shown(kb: KnowledgeBase, main_name: str, changes: dict[str, Any],
+           ctx=None) -> dict[str, Any]:
+    """Option changes as the config's keys and values."""
+    keys = {}
+    for key, value in changes.items():
+        moved = reference_change(kb, kb.options[key].framework, main_name, key,
+                                 ctx.with_changes(changes)) if ctx is not None else None
+        if moved is not None and not any(e.target == main_name
+                                         for e in kb.options[key].emits):
+            keys[moved[0]] = moved[1]
+            continue
+        written = config_value(kb, kb.options[key], main_name, value)
+        keys[written[0] if written else kb.options[key].name] = \
+            written[1] if written else plain(value)
+    return keys
 
 
 def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, list[str]]:

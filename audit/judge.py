@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from kbsolve.audit.assess import Context, Undecided
 from kbsolve.audit.code_patterns import Uses, judge_code, parse_pattern
-from kbsolve.audit.mapping import plain, written_value
+from kbsolve.audit.audit_data import config_value
+from kbsolve.audit.mapping import plain
 from kbsolve.audit.model import CheckResult
 from kbsolve.dsl.kb import Check, KnowledgeBase
 
@@ -13,7 +14,7 @@ from kbsolve.dsl.kb import Check, KnowledgeBase
 def shown_change(kb: KnowledgeBase, option, value) -> tuple[str, object]:
     """(the framework's key, the value as written there) for one option value."""
     for emit in sorted(option.emits, key=lambda e: e.target != option_key_target(kb, option)):
-        written = written_value(option, emit.target, value)
+        written = config_value(kb, option, emit.target, value)
         return (emit.key, written[1]) if written else (emit.key, None)
     return option.name, plain(value)
 

@@ -48,7 +48,39 @@ def read_options(kb: KnowledgeBase, framework: str, files: dict[str, FlatFile]) 
     reading = Reading()
     for option in kb.options_of(framework):
         _read_one(kb, option, files, paths, reading)
+    _read_multi_keys(kb, framework, files, reading)
     return reading
+
+
+def _read_multi_keys(kb: KnowledgeBase, framework: str, files: dict[str, FlatFile],
+                     reading: Reading) -> None:
+    """Keys that set several options (kb/<framework>/audit.yaml `keys`): a scalar
+    sets each, a list sets them in order; an option's own key wins."""
+    from kbsolve.audit.audit_data import audit_data
+    main_name = next((f.name for f in kb.frameworks[framework].files if f.kind == "yaml"), "")
+    main = files.get(main_name)
+    if main is None:
+        return
+    for multi in audit_data(kb, framework).keys:
+        if multi.key not in main.values:
+            continue
+        raw = main.values[multi.key]
+        parts = list(raw) if isinstance(raw, (list, tuple)) else [raw] * len(multi.options)
+        reading.used.add((main_name, multi.key))
+        if len(parts) != len(multi.options):
+            reading.odd.append((multi.options[0], multi.key, raw))
+            continue
+        for key, part in zip(multi.options, parts):
+            if key in reading.where:
+                continue
+            option = kb.options[key]
+            value = coerce(option, part)
+            reading.where[key] = (main_name, multi.key)
+            reading.raw[key] = raw
+            if value is _NO_VALUE or not _in_domain(option, value):
+                reading.odd.append((key, multi.key, raw))
+                continue
+            reading.values[key] = value
 
 
 def _by_static_emits(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile],
@@ -163,6 +195,8 @@ def _written(out: Any, raw: Any, paths: set, option: Option) -> bool:
         return False
     if isinstance(out, str) and out in paths:  # a reference to another file
         return isinstance(raw, str) and raw.strip() != ""
+    if isinstance(out, (list, tuple)) or isinstance(raw, (list, tuple)):
+        return _as_list(out) == _as_list(raw)  # a one-item list is its item
     if isinstance(out, bool) or isinstance(raw, bool):
         return isinstance(out, bool) and isinstance(raw, bool) and out == raw
     if isinstance(out, (int, float, Fraction)):
@@ -171,6 +205,11 @@ def _written(out: Any, raw: Any, paths: set, option: Option) -> bool:
         except (ValueError, ZeroDivisionError):
             return False
     return str(out) == str(raw)
+
+
+def _as_list(value: Any) -> list[str]:
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    return [str(item) for item in items]
 
 
 def _value_alias(option: Option, raw: Any):

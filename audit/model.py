@@ -23,6 +23,8 @@ class CheckResult(BaseModel):
     changes: dict[str, Any] = Field(default_factory=dict, description="config key -> value")
     evidence: list[str] = Field(default_factory=list)
     source: str = ""
+    effect: str = Field("", description="by the estimate on this config: memory, speed")
+    note: str = Field("", description="why the priority differs from the KB's")
 
 
 class CategoryScore(BaseModel):
@@ -96,6 +98,9 @@ class UnitReport(BaseModel):
     score: int = 0
     points: int = 0
     recommendations: dict[str, list[CheckResult]] = Field(default_factory=dict)
+    needs_allow: list[CheckResult] = Field(
+        default_factory=list, description="recommendations that change the recipe, the "
+        "numerics or a library: offered only with --allow (the reason names it)")
     changes: list[Change] = Field(default_factory=list)
     changes_proven: bool = False
     errors: list[Finding] = Field(default_factory=list)
@@ -111,6 +116,7 @@ class AuditReport(BaseModel):
     path: str
     files: int
     frameworks: dict[str, list[str]] = Field(default_factory=dict, description="signs found")
+    allow: list[str] = Field(default_factory=list, description="--allow: optins or groups")
     hardware: str = "unknown"
     hardware_source: str = Field("", description="--gpus or nvidia-smi; empty: per config")
     units: list[UnitReport] = Field(default_factory=list)

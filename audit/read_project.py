@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbsolve.audit import kinds
+from kbsolve.audit.audit_data import as_file, repository_file
 from kbsolve.audit.classify import classify, key_sets
 from kbsolve.audit.code_patterns import has_code_checks
 from kbsolve.audit.detect import ProjectText, Sign, project_signs
 from kbsolve.audit.launch import LaunchInfo, read_launch
-from kbsolve.audit.mapping import FlatFile
+from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.texts import Unreadable, data_of, flatten
 from kbsolve.audit.walk import Entry, Tree
 
@@ -92,13 +93,23 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
         rel = _resolve(tree, unit.rel, value)
         if rel == unit.rel:
             continue
-        if rel is None:
-            unit.notes.append(f"{main.spans.get(key, main.rel)}: {key} refers to {value}, "
-                              f"which is not in the project")
-            continue
         target = by_key.get(key) or next(
             (f.name for f in others if f.name not in unit.files
              and (f.kind == "json") == value.endswith(".json")), None)
+        if rel is None:
+            where = main.spans.get(key, main.rel)
+            own = repository_file(kb, unit.framework, value)
+            if own is not None and target is not None and target not in unit.files:
+                unit.files[target] = as_file(kb, unit.framework, target, own, value)
+                shown = ", ".join(f"{k.split('.', 1)[1]}: {plain(v)}"
+                                  for k, v in own.options.items())
+                unit.notes.append(f"{where}: {key}: {value} is {unit.framework}'s own file "
+                                  f"(a path in its repository, not in the project); read as "
+                                  f"{shown} ({own.because}; {own.source})")
+            else:
+                unit.notes.append(f"{where}: {key} refers to {value}, which is not in the "
+                                  f"project")
+            continue
         if target is None or target in unit.files:
             continue
         flat = _flat(tree, texts, rel, unit)

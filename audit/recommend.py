@@ -8,16 +8,22 @@ from itertools import combinations
 from typing import Any
 
 from kbsolve.audit.assess import Context
-from kbsolve.audit.mapping import FlatFile, plain, written_value
+from kbsolve.audit.consent import needing_consent
+from kbsolve.audit.audit_data import config_value, reference_change
+from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.model import Change, CheckResult, Finding
 from kbsolve.dsl.ir import options_used
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem
 
 
-def sound(ctx: Context, changes: dict[str, Any], must_fit: bool) -> bool:
-    """After `changes`, every decidable hard rule holds and, when asked, the config fits."""
+def sound(ctx: Context, changes: dict[str, Any], must_fit: bool,
+          consent: bool = True) -> bool:
+    """After `changes`, every decidable hard rule holds, nothing the user did not
+    allow is changed (optins, audit/consent.py) and, when asked, the config fits."""
     if ctx.broken_after(changes):
+        return False
+    if consent and needing_consent(ctx, changes):
         return False
     if must_fit:
         problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
@@ -36,12 +42,13 @@ def repair(ctx: Context, broken: list[str]) -> dict[str, Any]:
         option = kb.options[key]
         values = [option.default] + [v for v in option.domain or () if v != option.default]
         singles += [{key: v} for v in values if v != ctx.assignment.get(key)]
-    for change in singles:
-        if sound(ctx, change, False):
-            return change
-    for a, b in combinations(singles, 2):
-        if a.keys() != b.keys() and sound(ctx, {**a, **b}, False):
-            return {**a, **b}
+    for consent in (True, False):  # a repair that needs no consent first
+        for change in singles:
+            if sound(ctx, change, False, consent):
+                return change
+        for a, b in combinations(singles, 2):
+            if a.keys() != b.keys() and sound(ctx, {**a, **b}, False, consent):
+                return {**a, **b}
     return {}
 
 
@@ -57,7 +64,8 @@ def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,
         if check.group and check.group in groups:
             continue
         trial = {**chosen, **{f"{ctx.framework}.{n}": v for n, v in check.recommend}}
-        if sound(ctx, trial, must_fit):
+        mine = {k: v for k, v in trial.items() if k not in (base or {})}
+        if sound(ctx, trial, must_fit, consent=False) and not needing_consent(ctx, mine):
             chosen = trial
             if check.group:
                 groups.add(check.group)
@@ -73,10 +81,16 @@ def changes(ctx: Context, main_name: str, main: FlatFile, findings: list[Finding
                               removed=value is None, reason=f"{finding.kind} {finding.id}"))
     for option_key, value in chosen.items():
         option = ctx.kb.options[option_key]
-        written = written_value(option, main_name, value)
+        written = config_value(ctx.kb, option, main_name, value)
         if written is None:
             key = next((e.key for e in option.emits if e.target == main_name), None)
-            if key is None:
+            moved = reference_change(ctx.kb, ctx.framework, main_name, option_key,
+                                     ctx.with_changes(chosen)) if key is None else None
+            if moved is not None:  # the framework's own file for the new values
+                if not any(c.key == moved[0] for c in out):
+                    out.append(Change(key=moved[0], old=main.values.get(moved[0]),
+                                      new=moved[1], reason=why.get(option_key, "")))
+            elif key is None:
                 target = option.emits[0].target if option.emits else "?"
                 out.append(Change(key=f"{target}:{option.name}", new=plain(value),
                                   reason=why.get(option_key, "")))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
 from kbsolve.audit.code_patterns import scan
+from kbsolve.audit.consent import allowed_keys, check_allow
+from kbsolve.audit.effects import Estimator
 from kbsolve.audit.fit import fit_check
 from kbsolve.audit.hardware import Hardware, from_count, from_flag, nvidia_smi
 from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, judge_config
@@ -14,6 +16,7 @@ from kbsolve.audit.model_lookup import find_model
 from kbsolve.audit.read_project import Unit, read_project
 from kbsolve.audit.recommend import changes, choose, repair, sound
 from kbsolve.audit.score import by_priority, score
+from kbsolve.audit.verdicts import weigh
 from kbsolve.audit.walk import walk
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
@@ -23,22 +26,30 @@ AUTO_PRIORITIES = ("P0", "P1")  # P2 items need testing: listed, never written b
 
 
 def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
-                  with_plan: bool = False) -> AuditReport:
+                  with_plan: bool = False, allow: tuple[str, ...] = ()) -> AuditReport:
+    allow = check_allow(kb, allow)
+    fixed = from_flag(kb, gpus) if gpus else None
     tree = walk(path)
     project = read_project(kb, tree)
-    fixed = from_flag(kb, gpus) if gpus else None
-    report = AuditReport(path=str(project.root), files=project.files, notes=project.notes)
+    report = AuditReport(path=str(project.root), files=project.files, notes=project.notes,
+                         allow=list(allow))
     for sign in project.signs:
         report.frameworks.setdefault(sign.framework, []).append(
             f"{sign.kind} {sign.what} ({sign.where})")
     if not project.units:
         raise KbError(Diagnostic(f"{path}: no training config or script of a known framework "
                                  f"found ({project.files} files read)"))
+    for unit in project.units:  # a config's own signs (a script's imports are listed)
+        if unit.kind != "config":
+            continue
+        signs = report.frameworks.setdefault(unit.framework, [])
+        mine = ", ".join(unit.signs) if unit.signs else "its keys"
+        signs.append(f"{unit.kind} {unit.rel}: {mine}")
     for unit in project.units:
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
         else:
-            report.units.append(_config_report(kb, unit, fixed, with_plan)[0])
+            report.units.append(_config_report(kb, unit, fixed, with_plan, allow)[0])
     shared = fixed or nvidia_smi(kb)
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
@@ -85,8 +96,8 @@ def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hard
     return nvidia_smi(kb) or Hardware()
 
 
-def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
-                   with_plan: bool = False) -> tuple[UnitReport, Hardware]:
+def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False,
+                   allow: tuple[str, ...] = ()) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     main = unit.files[main_name]
@@ -100,7 +111,12 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
               if o.emits and not any(e.target in unit.files for e in o.emits)}
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
                         {key for key, _, _ in reading.odd} | unseen)
+    ctx.allowed = allowed_keys(kb, unit.framework, allow)
+    out.fit, _ = fit_check(ctx)
+    estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
+        else None
     out.checks = judge_config(ctx)
+    out.needs_allow = weigh(ctx, out.checks, estimator)
     others = {c.id for c in code_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
@@ -110,7 +126,6 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
     out.errors = find.rule_errors(ctx, reading, unit.files) + (key_found if rejected else [])
     out.silent = ([] if rejected else key_found) + \
         find.value_findings(ctx, reading, unit.files, main_name)
-    out.fit, _ = fit_check(ctx)
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     fixes = repair(ctx, [f.id for f in out.errors if f.kind == "rule"])
     chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes)
@@ -121,7 +136,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed,
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
     out.changes = changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
     out.changes_proven = bool(out.changes) and sound(
-        ctx, chosen, must_fit=out.fit.status == "fits")
+        ctx, chosen, must_fit=out.fit.status == "fits", consent=False)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
     if with_plan:
         from kbsolve.audit.best_plan import best_plan  # loads the Z3 solver

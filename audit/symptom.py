@@ -1,9 +1,14 @@
 """`kbsolve fix --symptom`: the seeds' decision trees, done by search over the
-KB's options with the solver's reference evaluator.
+KB's options with the estimate of the user's config (audit/effects.py).
 
-oom       the fewest changes that make the config fit, least speed lost first
-slow      single changes that raise predicted speed and still fit
-unstable  single changes that satisfy more of the KB's preferences, still fitting
+oom       changes that lower peak device memory; those that make the config fit
+          first (when it does not), then by memory saved per speed lost
+slow      changes that raise predicted throughput and still fit, fastest first
+unstable  changes that satisfy more of the KB's preferences, still fitting
+
+Every cure keeps the rules, the task and the recipe (the global batch is a
+rule: a cure that lowers the micro-batch raises the accumulation with it) and
+changes no numerics, recipe or library the user did not allow (`--allow`).
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
-from kbsolve.audit.assess import Context
-from kbsolve.program.metrics import Metrics, measure
-from kbsolve.program.problem import build_problem
+from kbsolve.audit.assess import Context, needs
+from kbsolve.audit.consent import describe
+from kbsolve.audit.effects import Effect, Estimator
 from kbsolve.solver.report import gib
 
 MAX_VALUES = 64
 PAIR_POOL = 16
+CHAIN_POOL = 24  # cures a greedy stack chooses from
+CHAIN_STEPS = 5
+MAX_REPAIRS = 2000  # measured pairs that repair a single change's broken rules
 
 
 @dataclass
@@ -28,59 +36,158 @@ class Suggestion:
     device_gib: float
     budget_gib: float
     speed_delta_pct: float  # + is faster
+    saved_gib: float  # peak device memory saved, + is less
     reasons: list[str] = field(default_factory=list)
 
 
-def suggest(ctx: Context, symptom: str, top: int = 5) -> tuple[Metrics, list[Suggestion]]:
-    problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
-    base = measure(problem, ctx.assignment)
-    singles = []
-    for key, values in sorted(problem.choices.items()):
-        for value in values[:MAX_VALUES]:
-            if value != ctx.assignment.get(key):
-                singles.append(({key: value}, measure(problem, ctx.with_changes({key: value}))))
-    valid = [(c, m) for c, m in singles if not m.broken and not m.irrelevant_changed]
+@dataclass
+class Withheld:
+    changes: dict[str, Any]
+    needs: str  # 'fp8 (numerics)': what --allow would name
+    summary: str  # '-6.1 GiB, -8.0% speed'
+
+
+def suggest(ctx: Context, symptom: str, allowed: frozenset[str] = frozenset(),
+            top: int = 5) -> tuple[Estimator, list[Suggestion], list[Withheld]]:
+    est = Estimator(ctx, allowed)
+    singles = _singles(est)
+    effects = [est.effect(c) for c in singles]
+    pool = [e for e in effects if e.allowed] + _repaired(est, singles, effects)
+    held = [e for e in effects if e.consent and not e.broken and not e.task_changed]
     if symptom == "oom":
-        found = [(c, m) for c, m in valid if m.fits]
-        if not found:
-            pool = sorted(valid, key=lambda cm: cm[1].levels["device"])[:PAIR_POOL]
-            for (a, _), (b, _) in combinations(pool, 2):
-                if a.keys() & b.keys():
-                    continue
-                both = {**a, **b}
-                metrics = measure(problem, ctx.with_changes(both))
-                if metrics.fits and not metrics.broken and not metrics.irrelevant_changed:
-                    found.append((both, metrics))
-        found.sort(key=lambda cm: (len(cm[0]), cm[1].time_per_work, cm[1].levels["device"]))
+        found = _oom(est, pool)
+        held = sorted((e for e in held if e.lowers_memory), key=_oom_rank(est))
     elif symptom == "slow":
-        found = sorted(((c, m) for c, m in valid if m.fits and
-                        m.time_per_work < base.time_per_work),
-                       key=lambda cm: cm[1].time_per_work)
+        found = sorted((e for e in pool if e.faster and _fits_as_before(est, e)),
+                       key=lambda e: (-e.speed_ratio, len(e.changes)))
+        held = sorted((e for e in held if e.faster and _fits_as_before(est, e)),
+                      key=lambda e: -e.speed_ratio)
     else:
-        score = _tier_score(base)
-        found = sorted(((c, m) for c, m in valid if (m.fits or not base.fits)
-                        and _tier_score(m) > score), key=lambda cm: _neg(_tier_score(cm[1])))
-    return base, [_suggestion(ctx, base, c, m, symptom) for c, m in found[:top]]
+        score = _tier_score(est.base.preferences)
+        found = sorted((e for e in pool if _fits_as_before(est, e)
+                        and _tier_score(e.metrics.preferences) > score),
+                       key=lambda e: _neg(_tier_score(e.metrics.preferences)))
+        held = []
+    found = _distinct(found)[:top]
+    return est, [_suggestion(ctx, est, e, symptom) for e in found], \
+        [Withheld(e.changes, describe(e.consent), e.summary()) for e in _distinct(held)[:3]]
 
 
-def _tier_score(m: Metrics) -> tuple:
-    return tuple(m.preferences[t] for t in sorted(m.preferences))
+def _singles(est: Estimator) -> list[dict[str, Any]]:
+    out = []
+    for key, values in sorted(est.problem.choices.items()):
+        for value in values[:MAX_VALUES]:
+            if value != est.ctx.assignment.get(key):
+                out.append({key: value})
+    return out
+
+
+def _repaired(est: Estimator, singles: list[dict], effects: list[Effect]) -> list[Effect]:
+    """A change that breaks rules only, plus one change to an option those rules
+    read that makes them hold again (micro-batch 4 -> 2 with accumulation 2 -> 4)."""
+    kb = est.ctx.kb
+    by_key: dict[str, list[dict]] = {}
+    for change in singles:
+        by_key.setdefault(next(iter(change)), []).append(change)
+    found, tried = [], 0
+    for effect in effects:
+        if not effect.broken or effect.consent or effect.task_changed:
+            continue
+        key = next(iter(effect.changes))
+        read = set()
+        for rule_key in effect.broken:
+            if rule_key in kb.rules:
+                read |= needs(kb, kb.rules[rule_key].expr)[1]
+        for other in sorted(read - {key}):
+            for change in by_key.get(other, ()):
+                if tried >= MAX_REPAIRS:
+                    return found
+                tried += 1
+                both = est.effect({**effect.changes, **change})
+                if both.allowed:
+                    found.append(both)
+    return found
+
+
+def _oom(est: Estimator, pool: list[Effect]) -> list[Effect]:
+    found = [e for e in pool if e.lowers_memory and e.metrics.host_fits]
+    if not est.base_fits and not any(e.fits for e in found):
+        leaner = sorted((e for e in found if len(e.changes) == 1),
+                        key=lambda e: e.peak)[:PAIR_POOL]
+        for a, b in combinations(leaner, 2):
+            if a.changes.keys() & b.changes.keys():
+                continue
+            both = est.effect({**a.changes, **b.changes})
+            if both.allowed and both.lowers_memory and both.metrics.host_fits:
+                found.append(both)
+    if not est.base_fits and not any(e.fits for e in found):
+        found += _chain(est, found)
+    return sorted(found, key=_oom_rank(est))
+
+
+def _chain(est: Estimator, cures: list[Effect]) -> list[Effect]:
+    """Cures stacked greedily (each step the one that leaves the least memory; the
+    last the fastest that fits), for an OOM that no one or two changes cure."""
+    pool = sorted(cures, key=lambda e: e.peak)[:CHAIN_POOL]
+    current: dict[str, Any] = {}
+    steps = []
+    for _ in range(CHAIN_STEPS):
+        tried = [est.effect({**current, **e.changes}) for e in pool
+                 if not e.changes.keys() & current.keys()]
+        tried = [e for e in tried if e.allowed and e.metrics.host_fits]
+        if not tried:
+            break
+        fitting = [e for e in tried if e.fits]
+        if fitting:  # the last step: the fastest of those that fit
+            return [max(fitting, key=lambda e: (e.speed_ratio, -len(e.changes)))]
+        best = min(tried, key=lambda e: (e.peak, -e.speed_ratio))
+        if steps and best.peak >= steps[-1].peak:
+            break
+        current = best.changes
+        steps.append(best)
+    return []
+
+
+def _oom_rank(est: Estimator):
+    """Fitting first (when the config does not fit), then the cures that cost no
+    speed by memory saved, then memory saved per share of speed lost."""
+    def rank(e: Effect) -> tuple:
+        cost = max(Fraction(0), 1 - e.speed_ratio)
+        value = e.saved if cost == 0 else e.saved / cost
+        return (not est.base_fits and not e.fits, cost > 0, -value, len(e.changes))
+    return rank
+
+
+def _fits_as_before(est: Estimator, e: Effect) -> bool:
+    """A config that fits still fits; one that does not needs no more memory."""
+    return e.fits if est.base_fits else not e.raises_memory
+
+
+def _distinct(effects: list[Effect]) -> list[Effect]:
+    seen, out = set(), []
+    for e in effects:
+        slot = tuple(sorted((k, str(v)) for k, v in e.changes.items()))
+        if slot not in seen:
+            seen.add(slot)
+            out.append(e)
+    return out
+
+
+def _tier_score(preferences: dict) -> tuple:
+    return tuple(preferences[t] for t in sorted(preferences))
 
 
 def _neg(scores: tuple) -> tuple:
     return tuple(-s for s in scores)
 
 
-def _suggestion(ctx: Context, base: Metrics, changes: dict, m: Metrics,
-                symptom: str) -> Suggestion:
-    speed = float((base.time_per_work / m.time_per_work - 1) * 100) if m.time_per_work else 0.0
-    return Suggestion(changes, gib(m.levels["device"]), gib(m.budget), round(speed, 1),
-                      _reasons(ctx, base, m, symptom, changes))
+def _suggestion(ctx: Context, est: Estimator, e: Effect, symptom: str) -> Suggestion:
+    return Suggestion(e.changes, gib(e.peak), gib(e.metrics.budget), e.speed_pct,
+                      gib(e.saved), _reasons(ctx, est, e, symptom))
 
 
-def _reasons(ctx: Context, base: Metrics, m: Metrics, symptom: str,
-             changes: dict) -> list[str]:
-    kb = ctx.kb
+def _reasons(ctx: Context, est: Estimator, e: Effect, symptom: str) -> list[str]:
+    kb, base, m = ctx.kb, est.base, e.metrics
     if symptom == "oom":
         drops = sorted(((base.memory[k] - v, k) for k, v in m.memory.items()
                         if base.memory.get(k, 0) > v), reverse=True)
@@ -89,9 +196,14 @@ def _reasons(ctx: Context, base: Metrics, m: Metrics, symptom: str,
     if symptom == "slow":
         gains = sorted(((base.times.get(k, Fraction(0)) - v, k) for k, v in m.times.items()),
                        reverse=True)
-        return [f"speed term {k.split('.', 1)[1]}: {kb.speed[k].meta.because}"
-                for d, k in gains[:2] if d > 0] or ["a faster step by the KB's speed model"]
-    after = ctx.with_changes(changes)
+        factors = sorted(((base.factors.get(k, Fraction(1)) / v, k)
+                          for k, v in m.factors.items() if v), reverse=True)
+        told = [f"speed term {k.split('.', 1)[1]}: {kb.speed[k].meta.because}"
+                for d, k in gains[:2] if d > 0]
+        told += [f"speed factor {k.split('.', 1)[1]}: {kb.speed[k].meta.because}"
+                 for r, k in factors[:2] if r > 1]
+        return told[:2] or ["a faster step by the KB's speed model"]
+    after = ctx.with_changes(e.changes)
     gained = [p for p in kb.of(kb.preferences, ctx.framework)
               if ctx.run(p.expr, after) != ctx.run(p.expr)]
     return [f"preference {p.id}: {p.meta.because}" for p in gained[:3]] or \

@@ -9,6 +9,9 @@ from kbsolve.cli.kbcmd import kb_option
 from kbsolve.render import render
 
 AUDIT_FORMATS = ("markdown", "json", "terminal")
+ALLOW_HELP = ("Changes to the recipe, the numerics or the libraries that a change may make: "
+              "optins of the KB (fp8, quantization, unsloth, method, ...) or their groups "
+              "(numerics, recipe, library). Without it they are not offered.")
 
 
 @click.command("audit")
@@ -22,10 +25,12 @@ AUDIT_FORMATS = ("markdown", "json", "terminal")
               help="Add the solver's best plan per config (a few seconds each).")
 @click.option("--fix", "apply", is_flag=True,
               help="Write the recommended changes into each config (keeps a .bak).")
+@click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]", help=ALLOW_HELP)
 @kb_option
-def audit_command(path, gpus, fmt, lang, with_plan, apply, packs) -> int:
+def audit_command(path, gpus, fmt, lang, with_plan, apply, allow, packs) -> int:
     """Audit a training project: checklist scores, errors, silent failures, fit."""
-    report, written = api.audit(path, gpus, packs=list(packs), fix=apply, plan=with_plan)
+    report, written = api.audit(path, gpus, packs=list(packs), fix=apply, plan=with_plan,
+                                allow=list(allow))
     click.echo(render(report, fmt, lang=lang), nl=False)
     if written:
         click.echo(render(written, "text", kind="written"), err=True)
@@ -39,9 +44,10 @@ def audit_command(path, gpus, fmt, lang, with_plan, apply, packs) -> int:
 @click.option("--write", is_flag=True, help="Write the first suggestion (keeps a .bak).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
+@click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]", help=ALLOW_HELP)
 @kb_option
-def fix_command(config, symptom, gpus, write, fmt, packs) -> int:
+def fix_command(config, symptom, gpus, write, fmt, allow, packs) -> int:
     """Changes that cure OOM, slowness or instability, each with its reason."""
-    result = api.fix(config, symptom, gpus, packs=list(packs), write=write)
+    result = api.fix(config, symptom, gpus, packs=list(packs), write=write, allow=list(allow))
     click.echo(render(result, fmt))
     return 0 if result.suggestions else 1

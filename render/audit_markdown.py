@@ -20,6 +20,8 @@ def markdown(report: AuditReport, lang: str = "en") -> str:
     hardware = f"{report.hardware} ({report.hardware_source})" if report.hardware_source \
         else w["per_config"]
     lines.append(f"- {w['hardware']}: {hardware}")
+    if report.allow:
+        lines.append(f"- {w['allowed']}: {', '.join(report.allow)}")
     lines.append(f"- {report.files} {w['files']}; {w['units'].format(n=len(report.units))}")
     lines += _list(w["notes"], report.notes, level=2)
     for unit in report.units:
@@ -55,10 +57,11 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
         if not items:
             lines.append(f"- {w['none']}")
         for i, r in enumerate(items, 1):
-            setting = ", ".join(f"`{k}: {yaml_text(v)}`" for k, v in r.changes.items())
-            text = f"{i}. **{title(r, lang)}** ({r.id}, {r.points}): {advice(r, lang)}"
-            lines.append(text + (f" {setting}" if setting else ""))
-            lines += [f"   - {w['evidence']}: {e}" for e in r.evidence[:5]]
+            lines += _item(i, r, w, lang)
+    if unit.needs_allow:
+        lines += ["", f"#### {w['needs_allow']}"]
+        for i, r in enumerate(unit.needs_allow, 1):
+            lines += _item(i, r, w, lang)
     if unit.kind == "config":
         lines += ["", f"### {w['changes']}", ""]
         lines += diff_lines(unit.changes) if unit.changes else [f"- {w['none']}"]
@@ -71,6 +74,21 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
     lines += _list(w["unknown_keys"], [", ".join(f"`{k}`" for k in unit.unknown_keys)]
                    if unit.unknown_keys else [])
     lines += _list(w["notes"], unit.notes)
+    return lines
+
+
+def _item(i: int, r, w: dict[str, str], lang: str) -> list[str]:
+    """One recommendation: title, advice, the setting, its effect here and why its
+    priority differs from the KB's (or why it needs --allow)."""
+    setting = ", ".join(f"`{k}: {yaml_text(v)}`" for k, v in r.changes.items())
+    text = f"{i}. **{title(r, lang)}** ({r.id}, {r.points}): {advice(r, lang)}"
+    lines = [text + (f" {setting}" if setting else "")]
+    if r.effect:
+        lines.append(f"   - {w['effect']}: {r.effect}")
+    why = r.note or (r.reason if r.status != "recommended" else "")
+    if why:
+        lines.append(f"   - {w['why']}: {why}")
+    lines += [f"   - {w['evidence']}: {e}" for e in r.evidence[:5]]
     return lines
 
 

@@ -15,6 +15,8 @@ def terminal(report: AuditReport, lang: str = "en") -> str:
     w = words(lang)
     lines = [f"{w['project']}: {report.path} ({report.files} {w['files']}; "
              f"{w['hardware']}: {report.hardware})"]
+    if report.frameworks:
+        lines.append(f"{w['frameworks']}: {', '.join(sorted(report.frameworks))}")
     for unit in report.units:
         lines.append("")
         lines.append(f"{unit.path} [{unit.framework}] {w['score']} {unit.score}/{unit.points}  "

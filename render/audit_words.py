@@ -30,6 +30,9 @@ WORDS = {
         "environment": "Environment", "script": "Script", "signs": "Signs",
         "per_config": "per config (from each config and its launch scripts)",
         "units": "{n} config(s) and script(s) audited",
+        "effect": "on this config", "why": "note",
+        "needs_allow": "Not offered: they change the recipe, the numerics or a library (pass --allow NAME to consider them)",
+        "allowed": "Allowed (--allow)",
     },
     "zh": {
         "project": "kbsolve 审计", "title": "{fw} 训练优化审计报告",
@@ -58,6 +61,9 @@ WORDS = {
         "environment": "环境变量", "script": "脚本", "signs": "识别依据",
         "per_config": "按配置（取自各配置及其启动脚本）",
         "units": "审计了 {n} 个配置或脚本",
+        "effect": "对此配置", "why": "说明",
+        "needs_allow": "未采纳：会改变训练配方、数值精度或引入新库（加 --allow 名称 才会考虑）",
+        "allowed": "已允许（--allow）",
     },
 }
 

@@ -18,14 +18,30 @@ def text(result: FixResult) -> str:
              f"{before.budget_gib} GiB per GPU ({before.status})"]
     if not result.suggestions:
         lines.append(f"no change found for --symptom {result.symptom}")
-        return "\n".join(lines)
     for i, s in enumerate(result.suggestions, 1):
-        settings = ", ".join(f"{k}: {v}" for k, v in s.changes.items())
-        lines.append(f"{i}. {settings}  -> {s.device_gib} GiB, speed {s.speed_delta_pct:+}%")
+        settings = ", ".join(f"{k}: {_shown(v)}" for k, v in s.changes.items())
+        lines.append(f"{i}. {settings}  -> {s.device_gib} GiB ({-s.saved_gib + 0.0:+} GiB), "
+                     f"speed {s.speed_delta_pct:+}%")
         for reason in s.reasons:
             lines.append(f"   {reason}")
+    if result.needs_allow:
+        lines.append("not offered without --allow (they change the recipe, the numerics or "
+                     "a library):")
+        for held in result.needs_allow:
+            settings = ", ".join(f"{k}: {_shown(v)}" for k, v in held.changes.items())
+            lines.append(f"   {settings}  ({held.effect}; --allow {held.allow})")
+    if not result.suggestions:
+        return "\n".join(lines)
     if result.written:
         after = result.after
         lines.append(f"wrote {result.config} ({', '.join(result.written)}); the original is "
                      f"{result.config}.bak; now {after.status}: {after.device_gib} GiB")
+    for item in result.manual:
+        lines.append(f"also set {item}")
     return "\n".join(lines)
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -64,9 +64,16 @@ def test_flow_factory_errors_are_true(ff):
     # reference/flowfactory.md R11: with group_contiguous, M % W must be 0, else M is
     # rounded up. template/sd3_5/async_reward: 6 processes, M = 64 (async rewards force
     # group_contiguous, R10); multinode_examples/train.yaml: 32 processes
-    # (fsdp2_wan.yaml), M = 48.
+    # (fsdp2_wan.yaml), M = 48. R17: the grpo/lora/wan22 examples list both experts
+    # (target_components as a YAML list) under config/deepspeed/deepspeed_zero2.yaml,
+    # which accelerate refuses (one prepared model under DeepSpeed). VIDEO_OFFLOAD
+    # (flowfactory.md §4): multinode_examples/train.yaml trains 13-frame Wan2.1 video
+    # with offload_samples_to_cpu off, at 12 batches per epoch (M 48 x K 32 / 32 x 4).
     assert found == {("examples/template/sd3_5/async_reward.yaml", "R11_CONTIGUOUS"),
-                     ("multinode_examples/train.yaml", "R11_CONTIGUOUS")}
+                     ("multinode_examples/train.yaml", "R11_CONTIGUOUS"),
+                     ("multinode_examples/train.yaml", "VIDEO_OFFLOAD"),
+                     ("examples/grpo/lora/wan22/t2v.yaml", "R17"),
+                     ("examples/grpo/lora/wan22/i2v.yaml", "R17")}
 
 
 def test_flow_factory_sections_are_not_flagged(ff):
