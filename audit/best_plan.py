@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kbsolve.audit.assess import Context
+from kbsolve.audit.assess import Context, needs
 from kbsolve.audit.judge import shown_change
 from kbsolve.audit.model import BestPlan, PlanChange
 from kbsolve.diagnostics import KbError
@@ -21,10 +21,11 @@ def best_plan(ctx: Context, gpus: str | None, model_name: str | None,
         return BestPlan(status="undecided", reason="needs the GPU type and a catalog model")
     fw = ctx.kb.frameworks[ctx.framework]
     task = ctx.assignment.get(f"{ctx.framework}.{fw.task_option}") if fw.task_option else None
+    fields = dict(gpus=gpus, model=model_name, framework=ctx.framework,
+                  task=str(task) if task is not None else None, timeout=timeout, top=0)
+    fields.update(_recipe(ctx))
     try:
-        result = plan(ctx.kb, Query(gpus=gpus, model=model_name, framework=ctx.framework,
-                                    task=str(task) if task is not None else None,
-                                    timeout=timeout, top=0))
+        result = plan(ctx.kb, Query(**fields))
     except KbError as error:
         return BestPlan(status="undecided", reason=error.diagnostics[0].message)
     if result.status not in ("optimal", "feasible"):
@@ -53,6 +54,29 @@ def best_plan(ctx: Context, gpus: str | None, model_name: str | None,
         out.speedup = round(float(mine / theirs), 3) if theirs else None
     except KbError:
         pass
+    return out
+
+
+def _recipe(ctx: Context) -> dict:
+    """What the plan keeps of the config: the options the KB's optins read that
+    the config sets (pinned: the user's method, rank, precision, optimizer), the
+    config's global batch, and what --allow allows."""
+    from kbsolve.audit.consent import optins
+    from kbsolve.audit.mapping import plain
+    read: set[str] = set()
+    for optin in optins(ctx.kb, ctx.framework):
+        read |= needs(ctx.kb, optin.expr)[1]
+    pins = []
+    for key in sorted(read & ctx.user.keys()):
+        value = plain(ctx.user[key])
+        pins.append(f"{key.split('.', 1)[1]}="
+                    f"{str(value).lower() if isinstance(value, bool) else value}")
+    out: dict = {"set": pins} if pins else {}
+    batch = ctx.facts.get("query.global_batch")
+    if batch and Query.model_fields.get("global_batch") is not None:
+        out["global_batch"] = int(batch)
+    if ctx.allowed and Query.model_fields.get("allow") is not None:
+        out["allow"] = sorted(k.split(".", 1)[1] for k in ctx.allowed)
     return out
 
 

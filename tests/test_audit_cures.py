@@ -114,8 +114,12 @@ def test_audit_fix_keeps_the_method_and_the_global_batch(full_sft_alone, capsys,
 
 
 def test_repository_deepspeed_path_is_read_as_zero3(full_sft_alone, kb):
-    unit = api.audit(str(full_sft_alone), "8xA100", kb=kb)[0].units[0]
+    unit = api.audit(str(full_sft_alone), "8xA100", kb=kb, plan=True)[0].units[0]
     assert {r.id: r.status for r in unit.checks}["D_ZERO3"] == "enabled"
+    planned = {c.key: c.new for c in unit.plan.changes}  # the plan keeps the recipe too
+    assert "finetuning_type" not in planned
+    micro = planned.get("per_device_train_batch_size", 1)
+    assert micro * planned.get("gradient_accumulation_steps", 2) == 2
     assert not any("which is not in the project" in n for n in unit.notes)
     assert any("own file" in n and "ds_z3_config.json" in n for n in unit.notes)
     # the same config on one GPU is OOM, and no offered item changes the method
