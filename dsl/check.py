@@ -7,6 +7,7 @@ collected and raised together.
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import networkx as nx
@@ -21,10 +22,11 @@ from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
 from kbsolve.dsl.types import show_value as _show
 
-FILE_KINDS = ("yaml", "json", "env", "script")
+FILE_KINDS = ("yaml", "json", "env", "params", "script", "requirements")
 PRIORITIES = ("P0", "P1", "P2")
 LOCATIONS = ("gpu", "host")
 UNKNOWN_KEY_MODES = ("ignore", "error")
+PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `${X}` is the shell's own
 
 
 def check(modules: list[ast.Module], sink: DiagnosticSink, *, partial: bool = False,
@@ -454,13 +456,15 @@ class _Checker:
     def _framework(self, entry: Entry) -> kb.Framework:
         decl = entry.decl
         files = []
+        ctx = Context(entry.module.name, decl.name)
         for c in decl.clauses_of("file"):
-            name, kind, path = c.args
+            name, kind, path, when = c.args
             if kind not in FILE_KINDS:
                 self.sink.error(f"unknown file kind '{kind}'{did_you_mean(kind, FILE_KINDS)}",
                                 c.span, code="file-kind")
-            files.append(kb.OutputFile(str(name), str(kind), path, c.span))
-        ctx = Context(entry.module.name, decl.name)
+            cond = self.resolver.expect(when, ctx, "bool", "the file condition") \
+                if when is not None else None
+            files.append(kb.OutputFile(str(name), str(kind), path, c.span, cond))
         launches = tuple(kb.Launch(c.args[0], self.resolver.expect(c.args[1], ctx, "bool",
                                                                     "the launch condition")
                                    if c.args[1] is not None else None, c.span)
@@ -739,6 +743,26 @@ class _Checker:
                     self.sink.error(f"alias '{alias.old}' of option '{option.name}' is itself an "
                                     f"option", alias.span, code="duplicate")
         self._emit_clashes(result)
+        self._launch_placeholders(result)
+
+    def _launch_placeholders(self, result: kb.KnowledgeBase) -> None:
+        """`{NAME}` in a launch command names a file of the framework (its path) or a
+        key of its `params` file (the script's parameter)."""
+        for framework in result.frameworks.values():
+            params = {f.name for f in framework.files if f.kind == "params"}
+            known = [f.name for f in framework.files] + sorted(
+                {e.key for e in result.emits if e.framework == framework.name
+                 and e.target in params} | {e.key for o in result.options.values()
+                                            if o.framework == framework.name
+                                            for e in o.emits if e.target in params})
+            for launch in framework.launches:
+                for name in PLACEHOLDER.findall(launch.command):
+                    if name not in known:
+                        self.sink.error(f"unknown placeholder '{{{name}}}' in a launch command"
+                                        f"{did_you_mean(name, known)}", launch.span,
+                                        code="unknown-output",
+                                        hint="a placeholder names a file of the framework "
+                                             "({main}) or a key of its params file")
 
     def _emit_clashes(self, result: kb.KnowledgeBase) -> None:
         seen: dict[tuple, object] = {}

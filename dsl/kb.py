@@ -31,9 +31,10 @@ class Meta:
 @dataclass(frozen=True)
 class OutputFile:
     name: str
-    kind: str  # yaml | json | env | launch
+    kind: str  # yaml | json | env | params | script | requirements
     path: str
     span: Span
+    condition: Node | None = None  # written only for plans where it holds
 
 
 @dataclass(frozen=True)

@@ -62,14 +62,11 @@ def _fill(result, problem, assignment, metrics) -> None:
 
 
 def _launch(problem, assignment) -> str:
+    from kbsolve.solver.emit import fill_launch
     framework = problem.kb.frameworks[problem.framework]
-    paths = {f.name: f.path for f in framework.files}
     for launch in framework.launches:
         if launch.condition is None or problem.evaluator.run(launch.condition, assignment):
-            command = launch.command
-            for name, path in paths.items():
-                command = command.replace("{" + name + "}", path)
-            return command
+            return fill_launch(problem.kb, framework, launch.command)
     return ""
 
 

@@ -93,7 +93,7 @@ def test_flagship_is_an_explained_lora_plan(flagship):
 
 def test_flagship_emits_train_yaml_and_its_accelerate_file(kb, flagship, tmp_path):
     written = {Path(p).name for p in api.emit(flagship, str(tmp_path), kb)}
-    assert written == {"train.yaml", "accelerate_config.yaml", "run.sh"}
+    assert written == {"train.yaml", "accelerate_config.yaml", "run.sh", "requirements.txt"}
     train = yaml.safe_load((tmp_path / "train.yaml").read_text())
     assert set(train) <= {"launcher", "config_file", "num_processes", "main_process_port",
                           "mixed_precision", *SECTIONS}

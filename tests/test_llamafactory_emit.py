@@ -112,6 +112,8 @@ def test_fsdp_qlora_uses_accelerate(tmp_path):
     assert "accelerate launch --config_file accelerate_config.yaml" in files["run.sh"]
     assert "FORCE_TORCHRUN" not in files["run.sh"]
     assert "deepspeed" not in yaml.safe_load(files["train.yaml"])
+    # 4-bit bnb under FSDP checks bitsandbytes>=0.43.0 (quantization.py 196-201)
+    assert "bitsandbytes>=0.43.0" in files["requirements.txt"].splitlines()
 
 
 @pytest.mark.slow

@@ -130,7 +130,8 @@ def test_emitted_yaml_has_only_real_keys(kb, tmp_path):
     plan = api.solve({"gpus": "8xH100", "model": "llama3-70b", "set": ["finetuning_type=full"],
                       "top": 0}, kb)
     written = api.emit(plan, str(tmp_path), kb)
-    assert {p.rsplit("/", 1)[1] for p in written} == {"train.yaml", "ds_config.json", "run.sh"}
+    assert {p.rsplit("/", 1)[1] for p in written} == {"train.yaml", "ds_config.json", "run.sh",
+                                                     "requirements.txt"}
     config = yaml.safe_load((tmp_path / "train.yaml").read_text())
     declared = {e.key for o in kb.options.values() if o.framework == "llamafactory"
                 for e in o.emits if e.target == "main"}

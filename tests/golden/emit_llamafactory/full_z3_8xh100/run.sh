@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
 set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
 export FORCE_TORCHRUN=1
 llamafactory-cli train train.yaml
