@@ -241,6 +241,15 @@ def test_one_gpu_writes_no_accelerate_file(stubs, tmp_path):
     assert Path(record["cwd"]) == folder
 
 
+def test_one_gpu_accelerate_file_is_valid(tmp_path):
+    """LlamaFactory's FSDP on one GPU keeps its accelerate file, a complete one."""
+    folder = _emit({"gpus": "1xH100", "model": "qwen3-0.6b", "top": 0,
+                    "set": ["fsdp=fsdp2"]}, tmp_path / "out")
+    accelerate = yaml.safe_load((folder / "accelerate_config.yaml").read_text())
+    assert accelerate["distributed_type"] == "FSDP"
+    assert accelerate["num_processes"] == accelerate["num_machines"] == 1
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_accelerate_files_name_their_distributed_type(name, emitted):
     path = emitted[name] / "accelerate_config.yaml"
