@@ -102,6 +102,8 @@ def _relevant(kb: KnowledgeBase, framework: str) -> set[str]:
 def _from_facts(option: Option, evaluator: Evaluator):
     """An option tied to facts; the default when the catalog lacks the fact."""
     needed = facts_used(option.source_expr)
+    if options_read(evaluator.kb, option.source_expr):
+        return option.default  # it follows options: program/recipe.py settles it after the search
     if any(path not in evaluator.facts for path in needed):
         return option.default
     return _coerce(option, evaluator.run(option.source_expr, {}))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem
+from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.plan import Choice, Reason
 from kbsolve.solver.report import gib, option_key, plain, reason
 
@@ -51,14 +52,20 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
             choices.append(Choice(**base, kind="pinned", reasons=[
                 Reason(rule=f"pin:{option.name}", detail=f"you set {option.name}={plain(value)}")]))
         elif key not in problem.choices:
-            choices.append(_fixed(problem, option, base))
+            choices.append(_fixed(problem, option, base, assignment))
         else:
             choices.append(_decided(problem, finder, option, value, assignment, metrics, base,
                                     met, search))
     return choices
 
 
-def _fixed(problem: Problem, option, base: dict) -> Choice:
+def _fixed(problem: Problem, option, base: dict, assignment: dict[str, Any]) -> Choice:
+    if is_recipe(problem.kb, option):
+        cited = provenance(problem, option, assignment) or [option]
+        return Choice(**base, kind="recipe", reasons=[Reason(
+            rule=getattr(item, "key", option.key), because=item.meta.because,
+            source=item.meta.source, location=str(item.meta.span),
+            detail=f"default from {item.meta.source} — review") for item in cited])
     if option.source_expr is not None:
         return Choice(**base, kind="fact", reasons=[Reason(
             rule=option.key, source=option.meta.source, location=str(option.meta.span),

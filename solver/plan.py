@@ -8,7 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 Status = Literal["optimal", "feasible", "infeasible", "unknown"]
-Kind = Literal["forced", "speed", "memory", "preference", "optimum", "default", "pinned", "fact"]
+Kind = Literal["forced", "speed", "memory", "preference", "optimum", "default", "pinned", "fact",
+               "recipe"]
 
 
 class Reason(BaseModel):

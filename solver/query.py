@@ -64,7 +64,7 @@ def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
     model = _model(kb, query.model)
     network = kb.catalog.network(query.network) if query.network else None
     framework = _framework(kb, query.framework, model)
-    facts_in = _query_facts(kb, query, nodes, per_node)
+    facts_in = _query_facts(kb, query, nodes, per_node, model, notes)
     facts = collect_facts(kb, gpu, model, facts_in, network)
     pins = dict(parse_pin(kb, framework, text) for text in query.set)
     task_option = kb.frameworks[framework].task_option
@@ -83,7 +83,11 @@ def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
     return Resolved(query, problem, gpu, model, network, notes)
 
 
-def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int) -> dict[str, Any]:
+def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, model=None,
+                 notes: list[str] | None = None) -> dict[str, Any]:
+    """The query facts: the flags, else the model's training shape from the catalog
+    (a field train_F gives the default of query field F; said in `notes`), else the
+    vocabulary's defaults."""
     values: dict[str, Any] = {"num_gpus": nodes * per_node, "nodes": nodes,
                               "gpus_per_node": per_node}
     if query.headroom is not None:
@@ -98,7 +102,29 @@ def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int) -> 
             raise KbError(Diagnostic(f"--resolution '{query.resolution}' is not HxW "
                                      f"(for example 480x832)"))
         values["height"], values["width"] = int(match.group(1)), int(match.group(2))
+    shape = {name: getattr(model, f"train_{name}", None) for name in _SHAPE_FLAGS}
+    shape = {name: value for name, value in shape.items()
+             if value is not None and name not in values}
+    values.update(shape)
+    if shape and notes is not None:
+        notes.append(_shape_note(model, shape))
     return query_facts(values, kb.vocabulary)
+
+
+_SHAPE_FLAGS = {"seq_len": "--seq-len", "frames": "--frames", "height": "--resolution",
+                "width": "--resolution"}  # query field -> the flag that sets it
+
+
+def _shape_note(model, shape: dict[str, int]) -> str:
+    parts = [f"frames {shape['frames']}" if name == "frames" else
+             f"sequence length {shape['seq_len']}" if name == "seq_len" else
+             f"resolution {shape.get('height', '?')}x{shape.get('width', '?')}"
+             for name in dict.fromkeys("height" if n == "width" else n for n in shape)]
+    flags = "/".join(dict.fromkeys(_SHAPE_FLAGS[name] for name in shape))
+    where = getattr(model, "train_source", None)
+    cited = f" ({where})" if where else ""
+    return (f"{' and '.join(parts)}: {model.name}'s training shape from the catalog{cited}; "
+            f"{flags} override{'s' if '/' not in flags else ''}")
 
 
 def _model(kb: KnowledgeBase, text: str) -> Any:

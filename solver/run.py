@@ -11,6 +11,7 @@ from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.solver.explain import Unexplained, explain
 from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
+from kbsolve.program.recipe import settle
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.solver.plan import Alternative, Estimate, Plan, Reason
 from kbsolve.solver.query import Query, Resolved, resolve
@@ -36,7 +37,7 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         return result
     if outcome.metrics is None:
         return result
-    assignment = full_assignment(problem, outcome.chosen)
+    assignment = settle(problem, full_assignment(problem, outcome.chosen))
     _fill(result, problem, assignment, outcome.metrics)
     if outcome.status == "optimal":  # a time-out explains nothing
         met: list = []  # the feasible plans the explanations measured
@@ -146,6 +147,7 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
     for text in (f"{k}={v}" for k, v in settings.items()):
         key, value = parse_pin(kb, problem.framework, text)
         assignment[key] = value
+    assignment = settle(problem, assignment)
     metrics = measure(problem, assignment)
     broken = [report.reason(kb.rules[k]) for k in metrics.broken]
     return Estimate(framework=problem.framework, query=query.model_dump(),

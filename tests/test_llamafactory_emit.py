@@ -55,6 +55,8 @@ REAL_KEYS = {
     "model_name_or_path", "optim", "use_galore", "galore_rank", "use_apollo", "apollo_rank",
     "use_badam", "use_adam_mini", "use_muon", "dataset", "template", "output_dir", "do_train",
     "preprocessing_num_workers", "dataloader_num_workers", "report_to", "use_kt",
+    "learning_rate", "num_train_epochs", "lr_scheduler_type", "warmup_ratio", "logging_steps",
+    "save_steps", "plot_loss",
 }
 
 
