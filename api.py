@@ -124,6 +124,9 @@ def emit(plan, directory: str, kb: KnowledgeBase | None = None, *,
          packs: list[str] | None = None) -> list[str]:
     """Write the framework's files for a plan; returns the paths written."""
     from kbsolve.solver.emit import write_files
+    if plan.status not in ("optimal", "feasible"):
+        raise KbError(Diagnostic(f"--emit {directory}: the plan is {plan.status}, nothing to "
+                                 f"write"))
     return write_files(kb or load_kb(packs), plan, directory)
 
 

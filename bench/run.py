@@ -10,7 +10,8 @@ import json
 import time
 from pathlib import Path
 
-from bench import accuracy, audit_project, cold, deep_check, determinism, kb_load, solve, warm
+from bench import (accuracy, audit_project, cold, deep_check, determinism, kb_load, recipe,
+                   solve, warm)
 from bench.machine import describe
 
 RESULTS = Path(__file__).with_name("results.json")
@@ -21,6 +22,7 @@ SECTIONS = {
     "kb_check": deep_check.measure, "audit": audit_project.measure,
     "memory_accuracy": lambda: {k: v for k, v in accuracy.summarise(accuracy.evaluate()).items()
                                 if k not in ("worst_rows", "under_predicted_rows")},
+    "recipe_grid": recipe.measure,
     "determinism": determinism.measure,
     "determinism_under_load": determinism.under_load,
 }
@@ -107,6 +109,12 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
          f"(exit {_get(c, 'deep', 'exit_code')})", "—"),
         (f"audit of a generated {a.get('files')}-file project, warm / CLI",
          f"{_ms(a.get('warm_median_ms'))} / {_ms(a.get('cli_ms'))}", "≤ 1 s"),
+        (f"plans keep the recipe ({_get(r, 'recipe_grid', 'recipe_grid_queries')} queries: "
+         f"{_get(r, 'recipe_grid', 'recipe_grid_statuses')}): global batch kept, no unasked "
+         f"optin, host RAM checked, no own warning without a reason",
+         f"{len(_get(r, 'recipe_grid', 'recipe_grid_defects', default=[]) or [])} defects, "
+         f"batch varies for {len(_get(r, 'recipe_grid', 'recipe_batch_varies', default={}) or {})}"
+         f" model/task", "0 defects, 0 varying"),
         (f"memory MAPE on the dev set ({acc.get('rows_compared')} rows)",
          f"{mape} %" if mape is not None else str(acc.get("error")), "≤ 15 %"),
         (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "

@@ -134,6 +134,10 @@ class Vocabulary:
         found = self.enums.get(MEMORY_LEVEL_ENUM)
         return found.values if found else ()
 
+    def enum_values(self, name: str) -> tuple[str, ...]:
+        found = self.enums.get(name)
+        return found.values if found else ()
+
     def signature(self, group: str) -> tuple:
         return tuple(f.signature() for f in self.group(group))
 

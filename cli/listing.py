@@ -1,4 +1,4 @@
-"""`kbsolve list gpus|models|options|rules|checks`."""
+"""`kbsolve list gpus|models|options|rules|checks|optins`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from kbsolve import api
 from kbsolve.cli.kbcmd import kb_option
 from kbsolve.render import render
 
-TABLES = ("gpus", "models", "options", "rules", "checks")
+TABLES = ("gpus", "models", "options", "rules", "checks", "optins")
 
 
 @click.command("list")

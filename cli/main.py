@@ -34,15 +34,18 @@ EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown
               help="Seconds for the solver; past it the best plan so far, exit 3.")
 @click.option("--solver", type=click.Choice(["z3", "enumerate"]), default="z3",
               help="enumerate: the brute-force reference, for small spaces.")
+@click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]",
+              help="Let the plan change numerics, recipe or libraries: an optin's name "
+                   "or a group (numerics, recipe, library; `kbsolve list optins`).")
 @click.option("--explain", "explain_option", default=None, metavar="OPTION",
               help="Print the full derivation of one option.")
 @click.option("--emit", "emit_dir", type=click.Path(file_okay=False), default=None,
               help="Write the framework's files (config, DeepSpeed/accelerate, run.sh) here.")
 @click.version_option(package_name="kbsolve")
 @click.pass_context
-def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-        headroom, host_ram, fmt, packs, objective, top, timeout, solver, explain_option,
-        emit_dir):
+def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
+        global_batch, pins, headroom, host_ram, fmt, packs, objective, top, timeout, solver,
+        allow, explain_option, emit_dir):
     """Plan LLM and diffusion training runs that fit your GPUs and run fast.
 
     kbsolve --gpus 8xA100 --model wan14b
@@ -53,8 +56,8 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
         click.echo(ctx.get_help())
         return EXIT_OK
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
-                          pins, headroom, host_ram)
-    fields.update(objective=objective, top=top, timeout=timeout)
+                          pins, headroom, host_ram, global_batch)
+    fields.update(objective=objective, top=top, timeout=timeout, allow=list(allow))
     plan = api.solve(fields, packs=list(packs), solver=solver)
     if explain_option:
         click.echo(render(plan, "explain", option=explain_option))
@@ -71,11 +74,11 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
 
 @cli.command("estimate")
 @query_options
-def estimate_command(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-                     headroom, host_ram, fmt, packs):
+def estimate_command(gpus, model, framework, task, network, seq_len, resolution, frames,
+                     global_batch, pins, headroom, host_ram, fmt, packs):
     """Memory and speed of one configuration (unset options at their defaults)."""
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
-                          (), headroom, host_ram)
+                          (), headroom, host_ram, global_batch)
     settings = {}
     for text in pins:
         key, sep, value = text.partition("=")

@@ -22,6 +22,9 @@ def query_options(fn):
                      help="Sequence length in tokens."),
         click.option("--resolution", default=None, help="HxW, e.g. 480x832."),
         click.option("--frames", type=click.IntRange(min=1), default=None, help="Video frames."),
+        click.option("--global-batch", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="The recipe's global batch (sequences per step for LLMs, prompts "
+                          "per epoch for Flow-Factory) [default: the framework's, in kb/]."),
         click.option("--set", "pins", multiple=True, metavar="KEY=VALUE",
                      help="Pin an option (repeatable)."),
         click.option("--headroom", type=float, default=None,
@@ -38,7 +41,7 @@ def query_options(fn):
 
 
 def query_fields(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-                 headroom, host_ram=None) -> dict:
+                 headroom, host_ram=None, global_batch=None) -> dict:
     if not gpus:
         raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100)"))
     if not model:
@@ -47,4 +50,4 @@ def query_fields(gpus, model, framework, task, network, seq_len, resolution, fra
         raise KbError(Diagnostic(f"--headroom {headroom}: give a fraction from 0 to below 1"))
     return dict(gpus=gpus, model=model, framework=framework, task=task, network=network,
                 seq_len=seq_len, resolution=resolution, frames=frames, set=list(pins),
-                headroom=headroom, host_ram=host_ram)
+                headroom=headroom, host_ram=host_ram, global_batch=global_batch)

@@ -109,6 +109,7 @@ class _Checker:
             facts=facts, lets=dict(sorted(self.lets.items())),
             rules=self._keyed("rule", self._rule), warnings=self._keyed("warn", self._warn),
             preferences=self._keyed("prefer", self._prefer),
+            optins=self._keyed("optin", self._optin),
             memory=self._keyed("memory", self._memory), speed=self._keyed("speed", self._speed),
             work=self._keyed("work", self._work),
             emits=tuple(self._static_emit(e) for e in self._all("emit")),
@@ -512,7 +513,25 @@ class _Checker:
 
     def _warn(self, entry: Entry) -> kb.Warning_:
         expr = self._cond(entry, entry.decl.expr, f"warning {entry.decl.name}")
-        return kb.Warning_(entry.scope, entry.decl.name, expr, self._meta(entry))
+        accepted = entry.decl.clause("accepted")
+        return kb.Warning_(entry.scope, entry.decl.name, expr, self._meta(entry),
+                           accepted.args[0] if accepted else "")
+
+    def _optin(self, entry: Entry) -> kb.OptIn:
+        decl = entry.decl
+        expr = self._cond(entry, decl.expr, f"optin {decl.name}")
+        groups = self.vocab.enum_values("optin_group") if self.vocab else ()
+        clause = decl.clause("group")
+        group = str(clause.args[0]) if clause else ""
+        if not clause:
+            self.sink.error(f"optin '{decl.name}' has no 'group'", decl.name_span,
+                            code="no-group", hint="add: group " + (groups[0] if groups
+                                                                    else "numerics"))
+        elif group not in groups:
+            self.sink.error(f"unknown optin group '{group}'{did_you_mean(group, groups)}",
+                            clause.span, code="domain",
+                            hint="" if groups else "the vocabulary declares no enum optin_group")
+        return kb.OptIn(entry.scope, decl.name, group, expr, self._meta(entry))
 
     def _prefer(self, entry: Entry) -> kb.Preference:
         decl = entry.decl

@@ -26,7 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     "let": _META,
     "def": _META,
     "rule": _META | {"versions"},
-    "warn": _META | {"versions"},
+    "warn": _META | {"versions", "accepted"},
+    "optin": _META | {"group"},
     "prefer": _META | {"weight", "tier"},
     "memory": _META | {"at", "on"},
     "speed": _META,
@@ -42,7 +43,7 @@ ALLOWED: dict[str, set[str]] = {
 
 # Declarations that always need a because and a source (the vocabulary too: it
 # is knowledge like any other, and a pack's new GPU vendor must say why).
-NEEDS_REASON = {"rule", "warn", "prefer", "memory", "speed", "work", "field", "enum", "extend"}
+NEEDS_REASON = {"rule", "warn", "optin", "prefer", "memory", "speed", "work", "field", "enum", "extend"}
 NEEDS_SOURCE = NEEDS_REASON | {"category", "check", "framework"}
 
 # Generic kinds; every framework declared in the KB is a kind too (its repository).

@@ -159,6 +159,27 @@ class Warning_:
     id: str
     expr: Node
     meta: Meta
+    accepted: str = ""  # why a plan may still choose what the warning is about
+
+
+@dataclass(frozen=True)
+class OptIn:
+    """A change to what is learned (numerics, recipe) or an unrequested library:
+    the solver takes it only when the user pins it or allows it (--allow)."""
+    framework: str
+    name: str
+    group: str  # a value of the vocabulary's enum optin_group
+    expr: Node  # true when the configuration makes the change
+    meta: Meta
+
+    @property
+    def key(self) -> str:
+        return f"{self.framework}.{self.name}"
+
+    @functools.cached_property
+    def rule(self) -> "Rule":
+        """The constraint a query adds while the change is neither pinned nor allowed."""
+        return Rule(self.framework, f"ALLOW_{self.name}", "forbid", self.expr, self.meta)
 
 
 @dataclass(frozen=True)
@@ -290,6 +311,7 @@ class KnowledgeBase:
     checks: dict[str, Check]
     detectors: dict[str, Detector]
     tests: dict[str, Test]
+    optins: dict[str, OptIn] = field(default_factory=dict)
     files: tuple[tuple[str, str], ...] = ()  # (path, sha256)
     catalog: Any = None
     modules: tuple[str, ...] = field(default=())

@@ -457,6 +457,9 @@ class _Builder(Transformer):
     def warn_decl(self, meta, c):
         return self._decl(meta, "warn", c[0], c[2], expr=c[1])
 
+    def optin_decl(self, meta, c):
+        return self._decl(meta, "optin", c[0], c[2], expr=c[1])
+
     def prefer_decl(self, meta, c):
         return self._decl(meta, "prefer", c[0], c[2], expr=c[1])
 

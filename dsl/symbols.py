@@ -16,9 +16,9 @@ from kbsolve.dsl import ast
 _NAMESPACE = {"option": "value", "let": "value", "def": "value", "rule": "id", "warn": "id",
               "prefer": "id", "check": "id", "memory": "term", "speed": "term", "work": "term",
               "category": "category", "nokey": "nokey", "test": "test", "detect": "detect",
-              "emit": "emit"}
+              "emit": "emit", "optin": "optin"}
 VOCABULARY = {"field", "enum", "extend"}
-FRAMEWORK_ONLY = {"option", "rule", "warn", "prefer", "check", "memory", "speed", "work",
+FRAMEWORK_ONLY = {"option", "rule", "warn", "optin", "prefer", "check", "memory", "speed", "work",
                   "category", "nokey", "emit", "detect", "test"}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kbsolve.diagnostics import Diagnostic, Note
 from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.program.batch import batch_options
 from kbsolve.lint import sources, static
 from kbsolve.lint.solverchecks import Finding, check_framework
 
@@ -45,10 +46,13 @@ def deep_check(kb: KnowledgeBase, roots: list[Path]) -> DeepReport:
         if solved.unknown:
             report.notes.append(f"{framework}: the solver gave up on some questions")
         report.notes += [f"not analysed: {item}" for item in solved.skipped]
+        batch = batch_options(kb, framework)
         for finding in solved.findings:
             if finding.kind == "forbidden-value":
                 report.forbidden_values += 1
                 continue
+            if finding.kind == "dead-value" and finding.subject.partition("=")[0] in batch:
+                continue  # batch options take the values --global-batch asks for
             diagnostic = _diagnostic(kb, framework, finding)
             report.diagnostics.append(diagnostic)
             if finding.kind == "dead-value":

@@ -24,8 +24,8 @@ def shared_dir() -> Path | None:
 
 def sourced_items(kb: KnowledgeBase):
     for table in (kb.frameworks, kb.options, kb.nokeys, kb.facts, kb.lets, kb.rules,
-                  kb.warnings, kb.preferences, kb.memory, kb.speed, kb.work, kb.categories,
-                  kb.checks, kb.detectors):
+                  kb.warnings, kb.optins, kb.preferences, kb.memory, kb.speed, kb.work,
+                  kb.categories, kb.checks, kb.detectors):
         for item in table.values():
             if item.meta.source:
                 yield item.meta.source, item.meta.span

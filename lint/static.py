@@ -15,8 +15,8 @@ from kbsolve.lint.situations import through_lets
 
 def every_formula(kb: KnowledgeBase) -> Iterator[ir.Node]:
     """Every checked formula of the KB, lets included."""
-    for table in (kb.rules, kb.warnings, kb.preferences, kb.memory, kb.speed, kb.work,
-                  kb.lets):
+    for table in (kb.rules, kb.warnings, kb.optins, kb.preferences, kb.memory, kb.speed,
+                  kb.work, kb.lets):
         for item in table.values():
             yield item.expr
     for option in kb.options.values():

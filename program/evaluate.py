@@ -151,6 +151,21 @@ def options_read(kb: KnowledgeBase, root: ir.Node, seen: set | None = None) -> s
     return used
 
 
+def facts_read(kb: KnowledgeBase, root: ir.Node) -> set[str]:
+    """The facts a node reads, through lets (memory sums excluded)."""
+    used: set[str] = set()
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        for node in ir.walk(stack.pop()):
+            if isinstance(node, ir.FactRef):
+                used.add(node.path)
+            elif isinstance(node, ir.LetRef) and node.let not in seen:
+                seen.add(node.let)
+                stack.append(kb.lets[node.let].expr)
+    return used
+
+
 def _divide(node: ir.Op, a, b):
     span = node.span
 

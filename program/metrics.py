@@ -61,7 +61,7 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     def run(node):
         return ev.remembered(node, assignment, memo)
 
-    broken = [r.framework + "." + r.id for r in problem.items(problem.kb.rules)
+    broken = [r.framework + "." + r.id for r in problem.rules
               if not run(r.constraint)]
     irrelevant = [o.key for o in problem.options
                   if o.when is not None and o.key in problem.choices

@@ -11,7 +11,7 @@ from typing import Any
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.ir import facts_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
-from kbsolve.program.evaluate import Evaluator, options_read
+from kbsolve.program.evaluate import Evaluator, facts_read, options_read
 
 MAX_RANGE_CHOICES = 256
 
@@ -27,6 +27,34 @@ class Problem:
     budget_bytes: Fraction = Fraction(0)
     host_budget_bytes: Fraction | None = None  # CPU RAM per GPU process, when known
     objective: str = "speed"  # speed | memory: what sort_key puts first
+    consent: tuple = ()  # Rules: the optins that are neither pinned nor allowed
+    host_budget_source: str = ""  # "--host-ram" or "the assumed node"
+    defaulted: frozenset = frozenset()  # pins the query made itself (the default task)
+
+    def pin_detail(self, key: str) -> str:
+        """Why a pinned option has its value, in words that are true."""
+        option = self.kb.options[key]
+        value = self.pinned[key]
+        if isinstance(value, Fraction):
+            value = int(value) if value.denominator == 1 else float(value)
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        if key in self.defaulted:
+            return f"{option.name}={shown}: the framework's default task (--task changes it)"
+        return f"you set {option.name}={shown}"
+
+    @property
+    def rules(self) -> list:
+        """The framework's rules, then one per optin that needs consent."""
+        return self.items(self.kb.rules) + list(self.consent)
+
+    def rule(self, key: str):
+        """A rule by 'framework.id', consent rules included."""
+        found = self.kb.rules.get(key)
+        if found is None:
+            found = next((r for r in self.consent if f"{r.framework}.{r.id}" == key), None)
+        if found is None:
+            raise KeyError(key)
+        return found
 
     @functools.cached_property
     def evaluator(self) -> Evaluator:
@@ -76,6 +104,58 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
     budget = facts.get("gpu.memory_gib", Fraction(0)) * (1 - Fraction(facts.get(
         "query.headroom_pct", kb.vocabulary.default("query.headroom_pct")), 100))
     return Problem(kb, framework, facts, fixed, choices, dict(pins), budget)
+
+
+SATISFIABLE_LIMIT = 100_000  # assignments tried per rule before giving up the check
+
+
+def check_satisfiable(problem: Problem, fact: str, flag: str) -> None:
+    """Bad input: a query value that no assignment of the options a rule reads can
+    meet (alone, before any search), e.g. a global batch that no micro-batch x
+    accumulation x data-parallel split makes. Names the rule and nearby values."""
+    for rule in problem.rules:
+        if fact not in facts_read(problem.kb, rule.constraint):
+            continue
+        if _holds_somewhere(problem, problem.facts, rule) is not False:
+            continue
+        near = [v for v in _nearby(problem.facts[fact], problem.facts.get("query.num_gpus", 1))
+                if _holds_somewhere(problem, {**problem.facts, fact: Fraction(v)}, rule)]
+        hint = f"; values that can: {', '.join(str(v) for v in near[:4])}" if near else ""
+        what = rule.meta.doc or rule.meta.because
+        raise KbError(Diagnostic(f"{flag}: no configuration meets rule {rule.id} on "
+                                 f"{problem.facts.get('query.num_gpus', 1)} GPUs "
+                                 f"({what}){hint}"))
+
+
+def _holds_somewhere(problem: Problem, facts: dict, rule) -> bool | None:
+    """Whether some assignment of the rule's options satisfies it (None: too many)."""
+    import itertools
+    reads = sorted(k for k in options_read(problem.kb, rule.constraint) if k in problem.choices)
+    consent = [c.constraint for c in problem.consent
+               if options_read(problem.kb, c.constraint) <= set(reads)]
+    domains = [problem.choices[k] for k in reads]
+    size = 1
+    for domain in domains:
+        size *= len(domain)
+    if size > SATISFIABLE_LIMIT:
+        return None
+    evaluator = Evaluator(problem.kb, problem.framework, facts)
+    base = {**{o.key: o.default for o in problem.options}, **problem.fixed, **problem.pinned}
+    for values in itertools.product(*domains):
+        assignment = {**base, **dict(zip(reads, values))}
+        if evaluator.run(rule.constraint, assignment) and \
+                all(evaluator.run(c, assignment) for c in consent):
+            return True
+    return False
+
+
+def _nearby(value, ranks) -> list[int]:
+    """Candidates around a bad value: its neighbours, and multiples of the rank count."""
+    centre, ranks = int(value), int(ranks)
+    around = range(max(1, centre // 2), centre * 2 + 1)
+    multiples = range(ranks, ranks * max(4, 2 * centre // ranks + 1) + 1, ranks)
+    found = sorted(set(around[:64]) | set(multiples[:8]), key=lambda v: (abs(v - centre), v))
+    return [v for v in found if v != centre][:48]
 
 
 def _relevant(kb: KnowledgeBase, framework: str) -> set[str]:

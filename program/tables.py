@@ -98,6 +98,8 @@ class Table:
                 low = high = np.fmax.reduce(high, axis=axes)
             else:
                 low, high = np.fmin.reduce(low, axis=axes), np.fmax.reduce(high, axis=axes)
+            low, high = _array(low), (_array(high) if high is not low else None)
+            high = low if high is None else high
         flat_low = _flat(low)
         flat_high = flat_low if high is low else _flat(high)
         pairs = tuple(zip(self._search_deps[:j], _strides(low.shape)))  # (place, stride)
@@ -344,6 +346,12 @@ def allowed_mask(sizes, masks: list) -> np.ndarray:
 
 
 LIST_LIMIT = 2048  # levels up to this many cells are read as lists
+
+
+def _array(value):
+    """A reduction over every axis of an exact (object) table gives a bare
+    Fraction; levels need arrays."""
+    return value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
 
 
 def _flat(array):

@@ -42,11 +42,17 @@ def _table(d: dict) -> str:
     hidden = len(d["config"]) - len(shown)
     if hidden:
         out.append(f"  ... and {hidden} more at their defaults (--format yaml lists all)")
+    if d.get("global_batch"):
+        batch = d["global_batch"]
+        out.append(f"\nGlobal batch: {batch['value']} {batch['unit']} = "
+                   f"{' x '.join(batch['factors'])}; {batch['origin']}")
     out += memory(d["memory"])
     out += speed(d["speed"])
     if d.get("warnings"):
         out.append("\nWarnings:")
-        out += [f"  - {w['id']}: {w['because']} ({w['source']})" for w in d["warnings"]]
+        out += [f"  - {w['id']}: {w['because']} ({w['source']})"
+                + (f"\n    accepted: {w['accepted']}" if w.get("accepted") else "")
+                for w in d["warnings"]]
     if d.get("alternatives"):
         out.append("\nAlternatives:")
         for alt in d["alternatives"]:
@@ -84,7 +90,8 @@ def memory(m: dict) -> list[str]:
     if m["host_gib"]:
         node = m.get("host_node_gib") or m["host_gib"]
         budget = m.get("host_budget_gib")
-        limit = f" of {budget:.2f} GiB (--host-ram)" if budget is not None else \
+        limit = f" of {budget:.2f} GiB ({m.get('host_budget_source') or '--host-ram'})" \
+            if budget is not None else \
             " (not checked: pass --host-ram GIB)"
         out.append(f"  host RAM: {m['host_gib']:.2f} GiB per GPU process, "
                    f"{node:.2f} GiB per node{limit}")

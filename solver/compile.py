@@ -289,6 +289,10 @@ class Compiler:
                 return self._real(next(iter(va))) * self.num(b)
             other = self.named(self.num(b))
             return self._split(a, lambda v: self._real(v) * other)
+        if vb is None:  # neither side has few values: split over the options one reads
+            side, rest = (b, a) if self.table(b) is not None else (a, b)
+            other = self.named(self.num(rest))
+            return self._split(side, lambda v: other * self._real(v))
         if len(vb) == 1:
             return self.num(a) * self._real(next(iter(vb)))
         other = self.named(self.num(a))

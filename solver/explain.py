@@ -17,6 +17,7 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
+from kbsolve.program.consent import consent_detail
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem
 from kbsolve.program.recipe import is_recipe, provenance
@@ -50,7 +51,7 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
         base = dict(option=option.name, key=option_key(problem.kb, option), value=plain(value))
         if key in problem.pinned:
             choices.append(Choice(**base, kind="pinned", reasons=[
-                Reason(rule=f"pin:{option.name}", detail=f"you set {option.name}={plain(value)}")]))
+                Reason(rule=f"pin:{option.name}", detail=problem.pin_detail(key))]))
         elif key not in problem.choices:
             choices.append(_fixed(problem, option, base, assignment))
         else:
@@ -331,20 +332,21 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reaso
         for part in core:
             kind, _, name = part.partition(":")
             if kind == "rule" and name not in found:
-                found[name] = reason(problem.kb.rules[name], detail=f"rules out {plain(alt)}")
+                found[name] = reason(problem.rule(name), detail=consent_detail(
+                    problem.kb, name, plain(alt)) or f"rules out {plain(alt)}")
             elif kind == "when" and part not in found:
                 opt = problem.kb.options[name]
                 found[part] = Reason(rule=f"when:{opt.name}", location=str(opt.meta.span),
                                      detail=f"{opt.name} only applies when its 'when' condition "
                                             f"holds; otherwise it keeps its default")
             elif kind == "memory" and part not in found:
-                found[part] = Reason(rule=part, detail="the CPU RAM per node must fit --host-ram"
+                found[part] = Reason(rule=part, detail="the CPU RAM per node must fit the host "
+                                     "RAM (--host-ram, or the assumed node)"
                                      if name == "host_fit" else
                                      "the memory per GPU must fit the budget")
             elif kind == "pin" and part not in found:
                 opt = problem.kb.options[name]
-                found[part] = Reason(rule=f"pin:{opt.name}",
-                                     detail=f"you set {opt.name}={plain(problem.pinned[name])}")
+                found[part] = Reason(rule=f"pin:{opt.name}", detail=problem.pin_detail(name))
     return list(found.values())
 
 

@@ -17,6 +17,26 @@ MAX_PIN_FIXES = 2
 def drop_pins(model: Model) -> list[Fix]:
     """The smallest sets of pins whose removal makes the query feasible."""
     pins = {name: part for name, part in model.parts.items() if name.startswith("pin:")}
+    return [Fix(kind="drop_pins", drop=names, description="drop " + ", ".join(names))
+            for names in ([_pin_text(model.p, n) for n in dropped]
+                          for dropped in _smallest_drops(model, pins))]
+
+
+def allow_optins(model: Model) -> list[Fix]:
+    """The smallest sets of optins whose consent (--allow) makes the query feasible."""
+    from kbsolve.program.consent import optin_of
+    consent = {name: part for name, part in model.parts.items()
+               if name.startswith("rule:") and optin_of(model.p.kb, name[5:]) is not None}
+    fixes = []
+    for dropped in _smallest_drops(model, consent):
+        names = [optin_of(model.p.kb, n[5:]).name for n in dropped]
+        fixes.append(Fix(kind="allow", allow=names,
+                         description=f"pass --allow {','.join(names)}"))
+    return fixes
+
+
+def _smallest_drops(model: Model, pins: dict) -> list[list[str]]:
+    """MaxSAT: the smallest sets of the soft parts `pins` to drop for a solution."""
     if not pins:
         return []
     fixes = []
@@ -41,9 +61,7 @@ def drop_pins(model: Model) -> list[Fix]:
         if not dropped:
             break
         blocked.append(dropped)
-        names = [_pin_text(model.p, n) for n in dropped]
-        fixes.append(Fix(kind="drop_pins", drop=names,
-                         description="drop " + ", ".join(names)))
+        fixes.append(dropped)
     return fixes
 
 

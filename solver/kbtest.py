@@ -47,7 +47,7 @@ def _run(kb: KnowledgeBase, test: Test) -> TestResult:
     given = {k: plain(v) for k, v in test.given}
     given.setdefault("framework", test.framework)
     fields = {k: given[k] for k in ("gpus", "model", "framework", "task", "network", "seq_len",
-                                    "resolution", "frames") if k in given}
+                                    "resolution", "frames", "global_batch") if k in given}
     if "headroom" in given:
         fields["headroom"] = float(given["headroom"])
     if "height" in given or "width" in given:  # query facts; the query takes them as HxW

@@ -69,7 +69,7 @@ def _key(problem: Problem, chosen: dict):
 def _rule_reads(problem: Problem) -> dict[str, set[str]]:
     """Rule key -> the options it reads, through lets."""
     return {f"{rule.framework}.{rule.id}": options_read(problem.kb, rule.constraint)
-            for rule in problem.items(problem.kb.rules)}
+            for rule in problem.rules}
 
 
 def back_to_defaults(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:

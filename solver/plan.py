@@ -52,6 +52,9 @@ class Memory(BaseModel):
     host_gib: float
     host_node_gib: float = Field(default=0, description="host RAM per node: host_gib x GPUs per node")
     host_budget_gib: float | None = Field(default=None, description="--host-ram, per node")
+    host_budget_source: str | None = Field(
+        default=None, description="where host_budget_gib comes from: --host-ram, or the "
+                                  "assumed node (the GPU catalog's node_host_ram_gib)")
     host_fits: bool = True
     fits: bool
     breakdown: list[MemoryItem]
@@ -67,9 +70,11 @@ class Speed(BaseModel):
 
 
 class Fix(BaseModel):
-    kind: Literal["drop_pins", "hardware"]
+    kind: Literal["drop_pins", "allow", "host_ram", "hardware"]
     description: str
     drop: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(default_factory=list)
+    host_ram_gib: float | None = None
     gpus: str | None = None
 
 
@@ -84,6 +89,17 @@ class Warning_(BaseModel):
     because: str
     source: str
     location: str
+    accepted: str | None = Field(
+        default=None, description="a plan's own choice fired it: why the plan keeps it")
+
+
+class GlobalBatch(BaseModel):
+    """The recipe's global batch and how the plan meets it."""
+    value: int
+    unit: str = Field(description="what one unit is, the KB's doc of batch_geometry")
+    origin: str = Field(description="--global-batch, the user's pins, or the KB default")
+    factors: list[str] = Field(default_factory=list,
+                               description="'VALUE NAME' per factor of the geometry")
 
 
 class Plan(BaseModel):
@@ -104,6 +120,7 @@ class Plan(BaseModel):
     launch: str = ""
     timed_out: bool = Field(default=False, description="the --timeout wall-clock guard "
                             "expired (the counted search budgets did not)")
+    global_batch: GlobalBatch | None = None
 
 
 class Estimate(BaseModel):

@@ -31,7 +31,7 @@ class Model:
         self.objective = problem.objective
         self.c = Compiler(problem)
         self.parts: dict[str, z3.BoolRef] = {}
-        for rule in problem.items(problem.kb.rules):
+        for rule in problem.rules:
             self.parts[f"rule:{rule.framework}.{rule.id}"] = self.c.term(rule.constraint)
         for key, value in sorted(problem.pinned.items()):
             if key in problem.choices:

@@ -15,7 +15,9 @@ from kbsolve.catalog.schema import model_class, query_facts
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.facts import collect_facts, parse_gpus
-from kbsolve.program.problem import Problem, build_problem, parse_pin
+from kbsolve.program.batch import batch_options, geometry_of
+from kbsolve.program.consent import allowed, consent_rules
+from kbsolve.program.problem import Problem, build_problem, check_satisfiable, parse_pin
 
 
 class Query(BaseModel):
@@ -31,7 +33,11 @@ class Query(BaseModel):
     seq_len: int | None = Field(default=None, ge=1)
     resolution: str | None = Field(default=None, description="HxW, e.g. 480x832")
     frames: int | None = Field(default=None, ge=1)
+    global_batch: int | None = Field(default=None, ge=1,
+                                     description="default: the framework's, in the KB")
     set: list[str] = Field(default_factory=list, description="pins, key=value")
+    allow: list[str] = Field(default_factory=list,
+                             description="optins or groups the plan may use (--allow)")
     objective: Literal["speed", "memory"] = "speed"
     headroom: float | None = Field(default=None, ge=0, lt=1,
                                    description="default: query.headroom_pct of the KB")
@@ -54,7 +60,9 @@ class Resolved:
         return self.problem.framework
 
 
-def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
+def resolve(kb: KnowledgeBase, query: Query, consent: bool = True) -> Resolved:
+    """The query's problem; `consent=False` (an estimate of the user's own config)
+    adds no rules for optins."""
     notes: list[str] = []
     nodes, per_node, gpu_name = parse_gpus(query.gpus)
     gpu = kb.catalog.gpu(gpu_name)
@@ -73,14 +81,57 @@ def resolve(kb: KnowledgeBase, query: Query) -> Resolved:
             raise KbError(Diagnostic(f"--task: {framework} has no task option"))
         key, value = parse_pin(kb, framework, f"{task_option}={query.task}")
         pins.setdefault(key, value)
-    elif task_option:
+    defaulted = set()
+    if query.task is None and task_option:
         option = kb.options[f"{framework}.{task_option}"]
-        pins.setdefault(option.key, option.default)
+        if option.key not in pins:
+            pins[option.key] = option.default
+            defaulted.add(option.key)
+    if query.global_batch is None:
+        _batch_from_pins(kb, framework, facts, pins, notes)
     problem = build_problem(kb, framework, facts, pins)
+    problem.defaulted = frozenset(defaulted)
     problem.objective = query.objective
-    if query.host_ram is not None:  # host terms are per GPU process
-        problem.host_budget_bytes = Fraction(str(query.host_ram)) * 2**30 / per_node
+    if consent:
+        problem.consent = consent_rules(kb, framework, problem.evaluator, pins,
+                                        allowed(kb, framework, query.allow))
+    host_ram = _host_ram(query, gpu, nodes, notes)
+    if host_ram is not None:  # host terms are per GPU process, after the host headroom
+        keep = 1 - Fraction(kb.vocabulary.default("query.host_headroom_pct"), 100)
+        problem.host_budget_bytes = host_ram * keep * 2**30 / per_node
+        share = f"{100 - kb.vocabulary.default('query.host_headroom_pct')}% of "
+        problem.host_budget_source = share + (f"--host-ram {float(host_ram):g}"
+                                              if query.host_ram is not None else
+                                              f"the assumed node's {float(host_ram):g} GiB")
+    if query.global_batch is not None:
+        check_satisfiable(problem, "query.global_batch", f"--global-batch {query.global_batch}")
     return Resolved(query, problem, gpu, model, network, notes)
+
+
+def _batch_from_pins(kb, framework, facts, pins, notes) -> None:
+    """Pins of every batch option (--set, an audited config) are the recipe's batch."""
+    options = batch_options(kb, framework)
+    if not options or not options <= set(pins) or "query.global_batch" not in kb.facts:
+        return
+    value = geometry_of(kb, framework, facts, pins)
+    facts["query.global_batch"] = Fraction(value)
+    names = ", ".join(sorted(k.split(".", 1)[1] for k in options))
+    notes.append(f"global batch {value}: from your {names} (--global-batch changes it)")
+
+
+def _host_ram(query: Query, gpu, nodes: int, notes: list[str]) -> Fraction | None:
+    """GiB of CPU RAM per node: --host-ram, else the catalog's usual node for the GPU
+    (stated as an assumption)."""
+    if query.host_ram is not None:
+        return Fraction(str(query.host_ram))
+    assumed = getattr(gpu, "node_host_ram_gib", None)
+    if assumed is None:
+        notes.append(f"host RAM is not checked: the catalog has no usual node for {gpu.name}; "
+                     f"pass --host-ram GIB")
+        return None
+    notes.append(f"assumed host RAM: {assumed:g} GiB per node, the usual node for {gpu.name} "
+                 f"(kb/catalog/gpus.yaml); pass --host-ram GIB for yours")
+    return Fraction(str(assumed))
 
 
 def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, model=None,
@@ -92,6 +143,8 @@ def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, mod
                               "gpus_per_node": per_node}
     if query.headroom is not None:
         values["headroom_pct"] = int(round(query.headroom * 100))
+    if query.global_batch is not None:
+        values["global_batch"] = query.global_batch
     if query.seq_len is not None:
         values["seq_len"] = query.seq_len
     if query.frames is not None:

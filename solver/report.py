@@ -64,6 +64,7 @@ def memory(problem: Problem, metrics: Metrics) -> Memory:
                                     * problem.facts.get("query.gpus_per_node", 1)),
                   host_budget_gib=None if problem.host_budget_bytes is None else gib(
                       problem.host_budget_bytes * problem.facts.get("query.gpus_per_node", 1)),
+                  host_budget_source=problem.host_budget_source or None,
                   host_fits=metrics.host_fits)
 
 
@@ -92,10 +93,56 @@ def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Spe
     return result
 
 
-def warnings(problem: Problem, metrics: Metrics) -> list[Warning_]:
+def warnings(problem: Problem, metrics: Metrics, planned: bool = False) -> list[Warning_]:
+    """The warnings that fire; on a plan, those about the planner's own choices
+    carry the KB's `accepted` reason."""
     found = []
     for key in metrics.warnings:
         w = problem.kb.warnings[key]
+        accepted = None
+        if planned and chosen_by_plan(problem, w):
+            accepted = w.accepted or "(the KB gives no reason: report it)"
         found.append(Warning_(id=w.id, because=w.meta.because, source=w.meta.source,
-                              location=str(w.meta.span)))
+                              location=str(w.meta.span), accepted=accepted))
     return found
+
+
+def chosen_by_plan(problem: Problem, warning) -> set[str]:
+    """The options a warning reads that the planner decided (not the user's pins)."""
+    from kbsolve.program.evaluate import options_read
+    return (options_read(problem.kb, warning.expr) & set(problem.choices)) - \
+        (set(problem.pinned) - set(problem.defaulted))
+
+
+def global_batch(problem: Problem, assignment: dict[str, Any]):
+    """The recipe's batch as the plan makes it: value, origin and factors (None
+    where the framework declares no batch_geometry)."""
+    from kbsolve.dsl import ir
+    from kbsolve.solver.plan import GlobalBatch
+    kb, fw = problem.kb, problem.framework
+    geometry, target = kb.lets.get(f"{fw}.batch_geometry"), kb.lets.get(f"{fw}.global_batch")
+    if geometry is None or target is None:
+        return None
+    run = problem.evaluator.run
+    factors, stack = [], [geometry.expr]
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, ir.Op) and node.op == "*":
+            stack = list(node.args) + stack
+        elif isinstance(node, ir.OptionRef):
+            factors.append(f"{plain(run(node, assignment))} {kb.options[node.option].name}")
+        elif isinstance(node, ir.LetRef):
+            factors.append(f"{plain(run(node, assignment))} {node.let.split('.', 1)[1]}")
+        else:
+            factors.append(str(plain(run(node, assignment))))
+    given = problem.facts.get("query.global_batch", 0)
+    if given:
+        origin = "--global-batch or your pins"
+    else:
+        default = kb.lets.get(f"{fw}.default_global_batch")
+        origin = "the KB's default" + (f" ({default.meta.span.file}:{default.meta.span.line})"
+                                       if default is not None else "") + \
+            "; --global-batch changes it"
+    return GlobalBatch(value=int(run(target.expr, assignment)),
+                       unit=(geometry.meta.doc or "").rstrip(".").split(",")[0], origin=origin,
+                       factors=factors)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
+from fractions import Fraction
 
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver import report
@@ -13,7 +15,8 @@ from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.program.recipe import settle
 from kbsolve.solver.optimize import Outcome, solve
-from kbsolve.solver.plan import Alternative, Estimate, Plan, Reason
+from kbsolve.program.consent import consent_detail
+from kbsolve.solver.plan import Alternative, Estimate, Fix, Plan, Reason
 from kbsolve.solver.query import Query, Resolved, resolve
 
 
@@ -32,8 +35,9 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
     if outcome.status == "infeasible":
         result.core = _core(problem, outcome.core)
         if outcome.model is not None:
-            from kbsolve.solver.fixes import drop_pins, hardware  # Z3: only for a refusal
-            result.fixes = drop_pins(outcome.model) + hardware(_bigger(kb, resolved))
+            from kbsolve.solver.fixes import allow_optins, drop_pins, hardware  # Z3: refusals
+            result.fixes = drop_pins(outcome.model) + allow_optins(outcome.model) + \
+                _host_ram_fix(problem, outcome.core) + hardware(_bigger(kb, resolved))
         return result
     if outcome.metrics is None:
         return result
@@ -58,8 +62,9 @@ def _fill(result, problem, assignment, metrics) -> None:
     result.config = report.config(problem, assignment)
     result.memory = report.memory(problem, metrics)
     result.speed = report.speed(problem, metrics, assignment)
-    result.warnings = report.warnings(problem, metrics)
+    result.warnings = report.warnings(problem, metrics, planned=True)
     result.launch = _launch(problem, assignment)
+    result.global_batch = report.global_batch(problem, assignment)
 
 
 def _launch(problem, assignment) -> str:
@@ -76,12 +81,11 @@ def _core(problem, core: list[str]) -> list[Reason]:
     for part in core:
         kind, _, name = part.partition(":")
         if kind == "rule":
-            reasons.append(report.reason(problem.kb.rules[name]))
+            reasons.append(report.reason(problem.rule(name), detail=consent_detail(
+                problem.kb, name)))
         elif kind == "pin":
             option = problem.kb.options[name]
-            reasons.append(Reason(rule=f"pin:{option.name}",
-                                  detail=f"you set {option.name}="
-                                         f"{report.plain(problem.pinned[name])}"))
+            reasons.append(Reason(rule=f"pin:{option.name}", detail=problem.pin_detail(name)))
         elif kind == "when":
             option = problem.kb.options[name]
             reasons.append(Reason(rule=f"when:{option.name}", location=str(option.meta.span),
@@ -89,13 +93,35 @@ def _core(problem, core: list[str]) -> list[Reason]:
         elif kind == "memory" and name == "host_fit":
             per_node = problem.facts.get("query.gpus_per_node", 1)
             gib = report.gib(problem.host_budget_bytes * per_node)
+            given = problem.host_budget_source
             reasons.append(Reason(rule="memory:host_fit", detail=f"the CPU RAM per node must "
-                                                                 f"fit {gib} GiB (--host-ram)"))
+                                                                 f"fit {gib} GiB ({given})"))
         else:
             gib = report.gib(problem.budget_bytes)
             reasons.append(Reason(rule="memory:fit", detail=f"the memory per GPU must fit "
                                                             f"{gib} GiB (GPU minus headroom)"))
     return reasons
+
+
+def _host_ram_fix(problem, core: list[str]) -> list[Fix]:
+    """When host RAM is in the core: the RAM per node the best plan without that
+    limit needs, as `--host-ram`."""
+    if "memory:host_fit" not in core:
+        return []
+    import copy
+    unlimited = copy.copy(problem)
+    unlimited.host_budget_bytes = None
+    found = solve(unlimited, 10_000)
+    if found.metrics is None or found.status == "infeasible":
+        return []
+    per_node = problem.facts.get("query.gpus_per_node", 1)
+    need = sum(found.metrics.host.values()) * per_node
+    keep = 1 - Fraction(problem.kb.vocabulary.default("query.host_headroom_pct"), 100)
+    gib = float(math.ceil(need / keep / 2**30))
+    return [Fix(kind="host_ram", host_ram_gib=gib,
+                description=f"pass --host-ram {gib:g} if the node has that much CPU RAM "
+                            f"(the best plan offloads {report.gib(need)} GiB per node, and "
+                            f"{float((1 - keep) * 100):g}% of the RAM stays free)")]
 
 
 def _bigger(kb: KnowledgeBase, resolved: Resolved):
@@ -136,8 +162,17 @@ def _alternatives(problem, outcome: Outcome, query: Query, explanations,
 
 
 def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estimate:
-    """One configuration, no optimisation: unset options take their defaults."""
-    resolved = resolve(kb, query)
+    """One configuration, no optimisation: unset options take their defaults. Its
+    global batch is the one the configuration makes, unless --global-batch says."""
+    resolved = resolve(kb, query, consent=False)
+    if query.global_batch is None:
+        from kbsolve.program.problem import parse_pin
+        from kbsolve.program.batch import geometry_of
+        config = dict(parse_pin(kb, resolved.framework, f"{k}={v}") for k, v in settings.items())
+        made = geometry_of(kb, resolved.framework, resolved.problem.facts, config)
+        if made is not None and made == int(made):
+            resolved = resolve(kb, query.model_copy(update={"global_batch": int(made)}),
+                               consent=False)
     problem = resolved.problem
     assignment = dict(problem.fixed)
     for key in problem.choices:
@@ -149,7 +184,7 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
         assignment[key] = value
     assignment = settle(problem, assignment)
     metrics = measure(problem, assignment)
-    broken = [report.reason(kb.rules[k]) for k in metrics.broken]
+    broken = [report.reason(problem.rule(k)) for k in metrics.broken]
     return Estimate(framework=problem.framework, query=query.model_dump(),
                     gpu=resolved.gpu.name, model=resolved.model.name,
                     config=report.config(problem, assignment),

@@ -65,7 +65,7 @@ class Search:
         self.keys = sorted(problem.choices)  # the tables' axes
         t = self.tables = Tables(problem, self.keys)
         self.rules = [(f"rule:{r.framework}.{r.id}", t.cell(r.constraint))
-                      for r in problem.items(problem.kb.rules)]
+                      for r in problem.rules]
         for option in problem.options:
             if option.when is not None and option.key in t.axis:
                 self.rules.append((f"when:{option.key}",

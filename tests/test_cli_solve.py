@@ -52,11 +52,22 @@ def test_formats(capsys, fmt):
 
 def test_explain_one_option(capsys):
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
-                       "--explain", "use_unsloth")
+                       "--explain", "flash_attn")
     assert code == 0
-    assert out.startswith("use_unsloth = true") and "speed" in out.splitlines()[0]
+    assert out.startswith('flash_attn = "fa2"') and "speed" in out.splitlines()[0]
     assert "slower" in out
     assert "Memory terms in this plan" in out
+
+
+def test_unrequested_library_needs_allow(capsys):
+    code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
+                       "--explain", "use_unsloth")
+    assert code == 0
+    assert out.startswith("use_unsloth = false") and "forced" in out.splitlines()[0]
+    assert "--allow unsloth" in out
+    code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
+                       "--allow", "unsloth", "--explain", "use_unsloth")
+    assert code == 0 and out.startswith("use_unsloth = true")
 
 
 @pytest.mark.parametrize("argv, needle", [

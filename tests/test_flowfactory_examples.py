@@ -20,7 +20,9 @@ EXAMPLES = sorted(p for p in ROOT.glob("**/*.yaml")
 # async template runs 6 ranks with M = 64 under the forced group_contiguous sampler.
 BROKEN = {"examples/grpo/lora/wan22/t2v.yaml": {"R17"},
           "examples/grpo/lora/wan22/i2v.yaml": {"R17"},
-          "examples/template/sd3_5/async_reward.yaml": {"R11_CONTIGUOUS"}}
+          "examples/template/sd3_5/async_reward.yaml": {"R11_CONTIGUOUS"},
+          # fact sheet section 4: the repository's guidance offloads samples for video
+          "multinode_examples/train.yaml": {"VIDEO_OFFLOAD"}}
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,13 @@ def test_plan_is_optimal_and_every_option_has_a_reason(kb):
     assert all(c.reasons for c in plan.explanation)
     kinds = {c.option: c.kind for c in plan.explanation}
     assert kinds["stage"] == "pinned"  # the task defaults to the stage's default
+    stage = next(c for c in plan.explanation if c.option == "stage")
+    assert "you set" not in stage.reasons[0].detail and "default task" in stage.reasons[0].detail
     assert kinds["cutoff_len"] == "fact"
-    assert kinds["use_unsloth"] == "speed"
+    # Unsloth would be faster, but nobody asked for the library: the plan names the flag
+    unsloth = next(c for c in plan.explanation if c.option == "use_unsloth")
+    assert unsloth.kind == "forced" and unsloth.value is False
+    assert any("--allow unsloth" in r.detail for r in unsloth.reasons)
 
 
 def test_speed_reason_names_the_slower_alternative(kb):
@@ -35,7 +40,8 @@ def test_speed_reason_names_the_slower_alternative(kb):
     assert "slower" in choice.reasons[0].detail
     assert any(r.rule == "llamafactory.attention" and r.source for r in choice.reasons)
     liger = next(c for c in plan.explanation if c.option == "enable_liger_kernel")
-    assert liger.kind == "memory" and "GiB" in liger.reasons[0].detail
+    assert liger.value is True and liger.kind == "speed"
+    assert "slower" in liger.reasons[0].detail
 
 
 def test_memory_breakdown_sums_to_the_levels(kb):
@@ -80,7 +86,9 @@ def test_hardware_fix_for_a_model_too_big_for_the_gpu(kb):
              "host_ram": 64}  # offloading 70B needs far more CPU RAM than this
     plan = api.solve(query, kb)
     assert plan.status == "infeasible"
-    assert {r.rule for r in plan.core} <= {"memory:fit", "memory:host_fit"}
+    # LoRA would fit: the pin of full fine-tuning is part of the clash
+    assert {r.rule for r in plan.core} <= {"memory:fit", "memory:host_fit",
+                                           "pin:finetuning_type"}
     hardware = [f for f in plan.fixes if f.kind == "hardware"]
     assert hardware
     for fix in hardware:
@@ -128,7 +136,7 @@ def test_estimate_of_defaults_matches_the_defaults(kb):
 
 def test_emitted_yaml_has_only_real_keys(kb, tmp_path):
     plan = api.solve({"gpus": "8xH100", "model": "llama3-70b", "set": ["finetuning_type=full"],
-                      "top": 0}, kb)
+                      "host_ram": 2048, "top": 0}, kb)  # a DGX H100: 2 TB
     written = api.emit(plan, str(tmp_path), kb)
     assert {p.rsplit("/", 1)[1] for p in written} == {"train.yaml", "ds_config.json", "run.sh",
                                                      "requirements.txt"}
@@ -184,16 +192,29 @@ def test_top_level_api():
     assert estimate.memory.fits and estimate.config["lora_rank"] == 16
 
 
+def test_an_infeasible_plan_emits_nothing(kb, tmp_path):
+    plan = api.solve({"gpus": "8xH100", "model": "llama3-70b", "set": ["finetuning_type=full"],
+                      "top": 0}, kb)  # offloading needs more than the assumed 1 TiB node
+    assert plan.status == "infeasible"
+    assert any(f.kind == "host_ram" and f.host_ram_gib > 1024 for f in plan.fixes)
+    with pytest.raises(api.KbError, match="nothing to write"):
+        api.emit(plan, str(tmp_path / "out"), kb)
+    assert not (tmp_path / "out").exists()
+
+
 def test_host_ram_bounds_offloading_plans(kb):
     query = {"gpus": "8xA100", "model": "qwen3-8b", "top": 0,
              "set": ["finetuning_type=full", "deepspeed=z3_offload"]}
     roomy = api.solve(query, kb)
     assert roomy.status == "optimal" and roomy.memory.host_gib > 1
-    assert roomy.memory.host_budget_gib is None  # not checked without --host-ram
+    # without --host-ram the GPU's usual node is assumed, and said so
+    assert roomy.memory.host_budget_gib is not None and roomy.memory.host_fits
+    assert "assumed node" in roomy.memory.host_budget_source
+    assert any("assumed host RAM" in note for note in roomy.notes)
     tight = api.solve({**query, "host_ram": 1}, kb)
     assert tight.status == "infeasible"
     assert "memory:host_fit" in [r.rule for r in tight.core]
     per_node = roomy.memory.host_node_gib
     assert per_node == pytest.approx(8 * roomy.memory.host_gib, abs=0.1)
-    enough = api.solve({**query, "host_ram": per_node + 1}, kb)
+    enough = api.solve({**query, "host_ram": (per_node + 1) / 0.8}, kb)  # 20% stays free
     assert enough.status == "optimal" and enough.memory.host_fits
