@@ -28,13 +28,22 @@ class LaunchInfo:
         return self.processes * (self.nodes or 1)
 
 
+_DEFAULTED = re.compile(r"^\$\{[A-Z][A-Z0-9_]*:?-([^}]*)\}$")
+
+
+def _default(value: str) -> str:
+    """`${NNODES:-2}` (the environment, else 2) reads as its default, 2."""
+    match = _DEFAULTED.match(value)
+    return match.group(1) if match else value
+
+
 def read_launch(scripts: dict[str, str]) -> LaunchInfo:
     """Scripts (path -> text) that launch one config."""
     info = LaunchInfo(scripts=sorted(scripts))
     for rel in info.scripts:
         text = re.sub(r"(?m)#.*$", "", scripts[rel])
         for name, value in _ENV.findall(text):
-            info.env[name] = value.strip("\"'")
+            info.env[name] = _default(value.strip("\"'"))
         procs, nodes = _PROCS.findall(text), _NODES.findall(text)
         if procs:
             info.processes = int(procs[-1])

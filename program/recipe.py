@@ -20,7 +20,7 @@ from typing import Any
 
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase, Option
-from kbsolve.program.evaluate import options_read
+from kbsolve.program.evaluate import facts_read, options_read
 
 
 def follows_options(kb: KnowledgeBase, option: Option) -> bool:
@@ -31,7 +31,7 @@ def follows_options(kb: KnowledgeBase, option: Option) -> bool:
 def is_recipe(kb: KnowledgeBase, option: Option) -> bool:
     """A free option whose `from` reads no fact (through lets)."""
     return option.source_expr is not None and option.is_free and \
-        not _facts_read(kb, option.source_expr)
+        not facts_read(kb, option.source_expr)
 
 
 def settle(problem, assignment: dict[str, Any]) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def settle(problem, assignment: dict[str, Any]) -> dict[str, Any]:
     for option in problem.options:
         if option.key in problem.pinned or not follows_options(problem.kb, option):
             continue
-        if any(path not in problem.facts for path in _facts_read(problem.kb,
+        if any(path not in problem.facts for path in facts_read(problem.kb,
                                                                  option.source_expr)):
             continue  # the catalog lacks a fact it reads: the default stays
         value = problem.evaluator.run(option.source_expr, settled)
@@ -69,20 +69,6 @@ def _taken(problem, node: ir.Node, assignment: dict[str, Any], found: list[str])
     elif isinstance(node, ir.Op):
         for arg in node.args:
             _taken(problem, arg, assignment, found)
-
-
-def _facts_read(kb: KnowledgeBase, root: ir.Node) -> set[str]:
-    used: set[str] = set()
-    seen: set[str] = set()
-    stack = [root]
-    while stack:
-        for node in ir.walk(stack.pop()):
-            if isinstance(node, ir.FactRef):
-                used.add(node.path)
-            elif isinstance(node, ir.LetRef) and node.let not in seen:
-                seen.add(node.let)
-                stack.append(kb.lets[node.let].expr)
-    return used
 
 
 def _coerce(option: Option, value):

@@ -332,8 +332,9 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reaso
         for part in core:
             kind, _, name = part.partition(":")
             if kind == "rule" and name not in found:
+                shown = str(alt).lower() if isinstance(alt, bool) else str(plain(alt))
                 found[name] = reason(problem.rule(name), detail=consent_detail(
-                    problem.kb, name, plain(alt)) or f"rules out {plain(alt)}")
+                    problem.kb, name, shown) or f"rules out {plain(alt)}")
             elif kind == "when" and part not in found:
                 opt = problem.kb.options[name]
                 found[part] = Reason(rule=f"when:{opt.name}", location=str(opt.meta.span),

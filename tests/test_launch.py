@@ -431,3 +431,10 @@ def test_accelerate_accepts_emitted_files(emitted, stubs, tmp_path):
     assert results["llamafactory_fsdp:0"]["use_fsdp"]
     assert results["flowfactory:0"]["use_deepspeed"] or results["flowfactory:0"]["use_fsdp"] \
         or results["flowfactory:0"]["multi_gpu"]
+
+
+def test_the_audit_reads_a_parameter_default_as_its_value():
+    from kbsolve.audit.launch import read_launch
+    info = read_launch({"run.sh": 'export NNODES="${NNODES:-2}"\nexport NODE_RANK=${NODE_RANK-0}\n'
+                                  "torchrun --nproc_per_node 8 train.py\n"})
+    assert info.env["NNODES"] == "2" and info.env["NODE_RANK"] == "0" and info.processes == 8

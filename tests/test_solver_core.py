@@ -13,6 +13,7 @@ from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.program.facts import collect_facts, parse_gpus
 from kbsolve.program.metrics import sort_key
 from kbsolve.solver.optimize import solve
+from kbsolve.program.batch import batch_options, geometry_of
 from kbsolve.program.problem import build_problem
 
 FW = "llamafactory"
@@ -27,7 +28,10 @@ def problem_for(kb, gpus, model, pins):
     nodes, per_node, name = parse_gpus(gpus)
     query = QueryFacts(num_gpus=nodes * per_node, nodes=nodes, gpus_per_node=per_node)
     facts = collect_facts(kb, kb.catalog.gpu(name), kb.catalog.model(model), query.model_dump())
-    return build_problem(kb, FW, facts, {f"{FW}.{k}": v for k, v in pins.items()})
+    keyed = {f"{FW}.{k}": v for k, v in pins.items()}
+    if batch_options(kb, FW) <= set(keyed):  # pinned batch options are the recipe's batch
+        facts["query.global_batch"] = Fraction(geometry_of(kb, FW, facts, keyed))
+    return build_problem(kb, FW, facts, keyed)
 
 
 def small_random_problem(kb, seed, free_count=4):
