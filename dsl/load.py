@@ -6,6 +6,8 @@ laid on top. A pack holds `**/*.kb` files and optionally `catalog/*.yaml`.
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import os
 from importlib import resources
@@ -52,11 +54,18 @@ def load_kb(paths: list[str | Path] | None = None, *, use_cache: bool = True) ->
     return knowledge
 
 
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str, name: str):
+    """A module's AST (immutable), parsed once per process per text: a process
+    that loads the KB again (other packs, no cache) parses only what changed."""
+    from kbsolve.dsl.parse import parse_module
+    return parse_module(text, name)
+
+
 def _build(files: list[tuple[str, str]], roots: list[Path], sink: DiagnosticSink):
     # Imported here: a cache hit needs neither lark nor networkx.
     from kbsolve.catalog import load_catalog
     from kbsolve.dsl.check import check
-    from kbsolve.dsl.parse import parse_module
     from kbsolve.dsl.vocab import build as build_vocabulary
 
     sources = SourceCache()
@@ -65,7 +74,7 @@ def _build(files: list[tuple[str, str]], roots: list[Path], sink: DiagnosticSink
     for name, text in files:
         sources.add(name, text)
         try:
-            modules.append(parse_module(text, name))
+            modules.append(_parsed(text, name))
         except KbError as exc:
             sink.items.extend(exc.diagnostics)
             partial = True
