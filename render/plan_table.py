@@ -41,7 +41,11 @@ def _table(d: dict) -> str:
         out.append(f"  {key.ljust(width)}  {json.dumps(value, ensure_ascii=False)}{why}")
     hidden = len(d["config"]) - len(shown)
     if hidden:
-        out.append(f"  ... and {hidden} more at their defaults (--format yaml lists all)")
+        out.append(f"  ... and {hidden} more at their defaults or not applying here "
+                   f"(--format yaml lists all)")
+    kept_out = consent_names(d.get("explanation", []))
+    if kept_out:
+        out.append(f"  kept out without your consent (--allow NAME): {', '.join(kept_out)}")
     if d.get("global_batch"):
         batch = d["global_batch"]
         out.append(f"\nGlobal batch: {batch['value']} {batch['unit']} = "
@@ -69,11 +73,28 @@ def worth_showing(choice: dict | None, value) -> bool:
     length); settings nobody decided are summarised in one line."""
     if choice is None:  # an estimate: no explanations, every option shown
         return True
-    if choice["kind"] == "default":
+    if choice["kind"] in ("default", "n/a"):
         return False
+    if choice.get("is_default") and choice["kind"] in ("forced", "optimum", "tie"):
+        # kept at its default: the summary lines say why, except for the recipe
+        return any(r.get("optin_group") == "recipe" for r in choice["reasons"])
     if choice["kind"] == "fact":
         return not isinstance(value, bool) and value not in ("", 0, None)
     return True
+
+
+def consent_names(explanation: list[dict]) -> list[str]:
+    """The optins that kept options of the table at their defaults."""
+    names = []
+    for choice in explanation:
+        if not (choice.get("is_default") and choice["kind"] == "forced"):
+            continue
+        for r in choice["reasons"]:
+            rule = r["rule"].split(".", 1)[-1]
+            if r.get("optin_group") and r["optin_group"] != "recipe" and \
+                    rule[6:] not in names:
+                names.append(rule[6:])
+    return names
 
 
 def memory(m: dict) -> list[str]:
@@ -82,11 +103,17 @@ def memory(m: dict) -> list[str]:
            f"({m['gpu_gib']:.2f} GiB GPU, {m['headroom']:.0%} headroom)"
            f" — allocated {level['allocated']:.2f}, reserved {level['reserved']:.2f}"]
     scale = max(m["budget_gib"], level["device"], 1e-9)
+    zero = 0
     for item in m["breakdown"]:
         if item["location"] != "gpu":
             continue
+        if item["gib"] == 0:
+            zero += 1  # kept in JSON; a row of 0.00 says nothing here
+            continue
         bar = "█" * max(int(round(item["gib"] / scale * BAR)), 0)
         out.append(f"  {item['term'][:22].ljust(22)} {item['gib']:8.2f} GiB {bar}")
+    if zero:
+        out.append(f"  ({zero} more terms are 0 in this plan)")
     if m["host_gib"]:
         node = m.get("host_node_gib") or m["host_gib"]
         budget = m.get("host_budget_gib")

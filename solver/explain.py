@@ -17,7 +17,7 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from kbsolve.program.consent import consent_detail
+from kbsolve.program.consent import consent_detail, optin_of
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem
 from kbsolve.program.recipe import is_recipe, provenance
@@ -49,15 +49,27 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
         key = option.key
         value = assignment[key]
         base = dict(option=option.name, key=option_key(problem.kb, option), value=plain(value))
+        base["is_default"] = value == option.default
+        applies = option.when is None or problem.evaluator.run(option.when, assignment)
         if key in problem.pinned:
+            detail = problem.pin_detail(key) + ("" if applies else
+                                                "; it does not apply under this plan")
             choices.append(Choice(**base, kind="pinned", reasons=[
-                Reason(rule=f"pin:{option.name}", detail=problem.pin_detail(key))]))
+                Reason(rule=f"pin:{option.name}", detail=detail)]))
+        elif not applies:
+            choices.append(Choice(**base, kind="n/a", reasons=[Reason(
+                rule=f"when:{option.name}", location=str(option.meta.span),
+                detail=f"{option.name} does not apply under this plan (its 'when' is false); "
+                       f"it keeps its default and is not written")]))
         elif key not in problem.choices:
             choices.append(_fixed(problem, option, base, assignment))
         else:
             choices.append(_decided(problem, finder, option, value, assignment, metrics, base,
                                     met, search))
     return choices
+
+
+TIE_PCT = 0.5  # differences in time below this are ties, not reasons
 
 
 def _fixed(problem: Problem, option, base: dict, assignment: dict[str, Any]) -> Choice:
@@ -195,9 +207,17 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         alt, n = min(slower, key=lambda p: p[1].time_per_work)
         pct = float((n.time_per_work / metrics.time_per_work - 1) * 100) \
             if metrics.time_per_work else 100.0
-        detail = f"{option.name}={plain(alt)} fits but is {pct:.1f}% slower"
-        return Choice(**base, kind="speed", reasons=[Reason(rule="speed", detail=detail)]
-                      + _changed_terms(problem, metrics, n) + rules)
+        if pct >= TIE_PCT:
+            detail = f"{option.name}={plain(alt)} fits but is {pct:.1f}% slower"
+            return Choice(**base, kind="speed", reasons=[Reason(rule="speed", detail=detail)]
+                          + _changed_terms(problem, metrics, n) + rules)
+        tie = Choice(**base, kind="tie", reasons=[Reason(
+            rule="tie", detail=f"a tie: {option.name}={plain(alt)} also fits and is within "
+                               f"{TIE_PCT}% in time ({pct:.2f}% slower); "
+                               + ("the default is kept" if base["is_default"] else
+                                  "the plan keeps the faster"))] + rules)
+    else:
+        tie = None
     if too_big:
         alt, n = min(too_big, key=lambda p: p[1].levels["device"])
         over = n.levels["device"] - problem.budget_bytes
@@ -219,6 +239,8 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
                 rule="memory", detail=f"as fast as {option.name}={plain(alt)} and "
                                       f"{saved:.2f} GiB smaller (ties go to lower memory)")]
                 + _grown_terms(problem, metrics, n))
+    if tie is not None:
+        return tie
     if coupled and not same:
         alt, n = coupled[0]
         needs = ", ".join(r.split(".", 1)[1] for r in n.broken) or "an option's 'when'"
@@ -334,7 +356,9 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reaso
             if kind == "rule" and name not in found:
                 shown = str(alt).lower() if isinstance(alt, bool) else str(plain(alt))
                 found[name] = reason(problem.rule(name), detail=consent_detail(
-                    problem.kb, name, shown) or f"rules out {plain(alt)}")
+                    problem.kb, name, shown) or f"{name.split('.', 1)[1]} rules out {shown}")
+                optin = optin_of(problem.kb, name)
+                found[name].optin_group = optin.group if optin is not None else ""
             elif kind == "when" and part not in found:
                 opt = problem.kb.options[name]
                 found[part] = Reason(rule=f"when:{opt.name}", location=str(opt.meta.span),

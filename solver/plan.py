@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 Status = Literal["optimal", "feasible", "infeasible", "unknown"]
 Kind = Literal["forced", "speed", "memory", "preference", "optimum", "default", "pinned", "fact",
-               "recipe"]
+               "recipe", "tie", "n/a"]
 
 
 class Reason(BaseModel):
@@ -18,6 +18,8 @@ class Reason(BaseModel):
     source: str = ""
     location: str = Field("", description="kb file:line:col")
     detail: str = ""
+    optin_group: str = Field("", description="for a consent rule (ALLOW_NAME): its optin's "
+                                             "group (numerics, recipe, library)")
 
 
 class Choice(BaseModel):
@@ -26,6 +28,7 @@ class Choice(BaseModel):
     value: Any
     kind: Kind
     reasons: list[Reason]
+    is_default: bool = Field(False, description="the value is the option's default")
 
 
 class MemoryItem(BaseModel):
