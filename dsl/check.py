@@ -266,7 +266,12 @@ class _Checker:
         if domain is not None and otype.kind == "num":
             otype = Type("num", NONE, otype.integral, ())
         from_clause = decl.clause("from")
-        default = self._option_default(entry, otype, domain, from_clause is not None)
+        passthrough = decl.clause("passthrough")
+        inert = decl.clause("inert")
+        if passthrough is not None:
+            self._passthrough_clauses(decl, passthrough)
+        default = None if passthrough is not None and decl.default is None else \
+            self._option_default(entry, otype, domain, from_clause is not None)
         ctx = self._ctx(entry)
         when = decl.clause("when")
         return kb.Option(
@@ -280,7 +285,28 @@ class _Checker:
             when=self.resolver.expect(when.args[0], ctx, "bool", "'when'") if when else None,
             source_expr=self._from(entry, from_clause, otype) if from_clause else None,
             origin=(decl.clause("origin").args[0] if decl.clause("origin") else ""),
+            inert=(passthrough or inert).args[0] if (passthrough or inert) else "",
+            passthrough=passthrough is not None,
         )
+
+    def _passthrough_clauses(self, decl: ast.Decl, clause: ast.Clause) -> None:
+        """A pass-through key is written only when given: no default, nothing it follows."""
+        for other in ("from", "inert", "when"):
+            if decl.clause(other) is not None:
+                self.sink.error(f"option '{decl.name}' is passthrough and cannot take "
+                                f"'{other}': it is written as given, never decided",
+                                decl.clause(other).span, code="clause")
+        if decl.default is not None:
+            self.sink.error(f"passthrough option '{decl.name}' has a default; a pass-through "
+                            f"key is written only when the user gives it", decl.default.span,
+                            code="clause", hint=f"write: option {decl.name}: TYPE {{ ... }}")
+        if not decl.clauses_of("emit"):
+            self.sink.error(f"passthrough option '{decl.name}' has no emit; say where the "
+                            f"key is written", clause.span, code="clause",
+                            hint='add: emit main "key"')
+        if not clause.args[0].strip():
+            self.sink.error(f"passthrough option '{decl.name}' needs a reason: why kbsolve "
+                            f"does not model it", clause.span, code="no-because")
 
     def _option_default(self, entry: Entry, otype: Type, domain, has_from: bool):
         decl = entry.decl
@@ -763,6 +789,20 @@ class _Checker:
                                     f"option", alias.span, code="duplicate")
         self._emit_clashes(result)
         self._launch_placeholders(result)
+        self._passthrough_reads(result)
+
+    def _passthrough_reads(self, result: kb.KnowledgeBase) -> None:
+        """A pass-through option has no value unless given, so no formula may read it."""
+        through = {k for k, o in result.options.items() if o.passthrough}
+        if not through:
+            return
+        for node in result.formulas():
+            for key in sorted(ir.options_used(node) & through):
+                option = result.options[key]
+                self.sink.error(f"option '{option.name}' is passthrough, but a formula reads "
+                                f"it", node.span, code="passthrough-read",
+                                notes=[Note("declared here", option.meta.span)],
+                                hint="model it as an option with a default, or drop the read")
 
     def _launch_placeholders(self, result: kb.KnowledgeBase) -> None:
         """`{NAME}` in a launch command names a file of the framework (its path) or a

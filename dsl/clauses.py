@@ -17,7 +17,8 @@ _REPEATABLE = {"emit", "alias", "value_alias", "file", "launch", "models", "reco
 
 ALLOWED: dict[str, set[str]] = {
     "framework": _META | {"models", "task", "version", "unknown_keys", "file", "launch", "peak"},
-    "option": _META | {"emit", "alias", "value_alias", "when", "from", "origin", "versions"},
+    "option": _META | {"emit", "alias", "value_alias", "when", "from", "origin", "versions",
+                       "inert", "passthrough"},
     "nokey": _META,
     "fact": _META,
     "field": _META | {"optional", "bound", "when"},

@@ -96,6 +96,8 @@ class Option:
     when: Node | None = None
     source_expr: Node | None = None  # `from`: the value follows this expression
     origin: str = ""
+    inert: str = ""  # why no value of it moves memory, speed, a file, a rule or a warning
+    passthrough: bool = False  # kept and emitted as given, never decided nor read (inert says why)
 
     @property
     def key(self) -> str:
@@ -320,6 +322,25 @@ class KnowledgeBase:
     def __getstate__(self) -> dict:
         """Pickled without the evaluator's caches (program/evaluate.py)."""
         return {k: v for k, v in self.__dict__.items() if k != "_evaluation"}
+
+    def formulas(self):
+        """Every checked formula of the KB, lets included."""
+        for table in (self.rules, self.warnings, self.optins, self.preferences, self.memory,
+                      self.speed, self.work, self.lets):
+            for item in table.values():
+                yield item.expr
+        for option in self.options.values():
+            yield from (n for n in (option.when, option.source_expr) if n is not None)
+        for emit in self.emits:
+            yield from (n for n in (emit.value, emit.when) if n is not None)
+        for check in self.checks.values():
+            yield from (n for n in (check.applies, check.enabled) if n is not None)
+        for framework in self.frameworks.values():
+            yield from (launch.condition for launch in framework.launches if launch.condition)
+            if framework.peak is not None:
+                yield framework.peak
+        for test in self.tests.values():
+            yield from test.checks
 
     def options_of(self, framework: str) -> list[Option]:
         return [o for o in self.options.values() if o.framework == framework]

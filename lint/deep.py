@@ -60,6 +60,7 @@ def deep_check(kb: KnowledgeBase, roots: list[Path]) -> DeepReport:
     report.diagnostics += static.check_recommendations(kb, dead_values)
     report.diagnostics += static.unused_lets(kb) + static.unused_defs(kb)
     report.diagnostics += static.unemitted_options(kb) + static.unsourced_options(kb)
+    report.diagnostics += static.silent_options(kb)
     broken, skipped = sources.broken_sources(kb, roots)
     report.diagnostics += broken
     if skipped:

@@ -1,6 +1,6 @@
 """Deep checks that need no solver: unused lets and defs, options that are never
-written anywhere, options without a source, checklist items that recommend
-what cannot be set."""
+written anywhere, options that move nothing and do not say so (inert), options
+without a source, checklist items that recommend what cannot be set."""
 
 from __future__ import annotations
 
@@ -15,22 +15,7 @@ from kbsolve.lint.situations import through_lets
 
 def every_formula(kb: KnowledgeBase) -> Iterator[ir.Node]:
     """Every checked formula of the KB, lets included."""
-    for table in (kb.rules, kb.warnings, kb.optins, kb.preferences, kb.memory, kb.speed,
-                  kb.work, kb.lets):
-        for item in table.values():
-            yield item.expr
-    for option in kb.options.values():
-        yield from (n for n in (option.when, option.source_expr) if n is not None)
-    for emit in kb.emits:
-        yield from (n for n in (emit.value, emit.when) if n is not None)
-    for check in kb.checks.values():
-        yield from (n for n in (check.applies, check.enabled) if n is not None)
-    for framework in kb.frameworks.values():
-        yield from (launch.condition for launch in framework.launches if launch.condition)
-        if framework.peak is not None:
-            yield framework.peak
-    for test in kb.tests.values():
-        yield from test.checks
+    return kb.formulas()
 
 
 def unused_lets(kb: KnowledgeBase) -> list[Diagnostic]:
@@ -92,6 +77,76 @@ def unemitted_options(kb: KnowledgeBase) -> list[Diagnostic]:
                        o.meta.span, severity="warning", code="no-emit",
                        hint="add: emit main \"key\" (or a static emit that reads it)")
             for key, o in sorted(kb.options.items()) if not o.emits and key not in written]
+
+
+def option_effects(kb: KnowledgeBase) -> dict[str, str]:
+    """Option key -> the first thing one of its values moves: a memory, speed or work
+    term, a rule, a warning, an emitted file (its own emit, a static emit, a launch
+    command or a file condition), or, through `when` and `from`, an option that
+    moves one. Options absent from the result move nothing."""
+    def read(node) -> set[str]:
+        return through_lets(kb, node, lambda n: n.option if isinstance(n, ir.OptionRef)
+                            else None)
+    effects: dict[str, str] = {}
+
+    def mark(keys, what: str) -> None:
+        for key in keys:
+            effects.setdefault(key, what)
+    for name, table in (("memory term", kb.memory), ("speed term", kb.speed),
+                        ("work term", kb.work), ("rule", kb.rules), ("warning", kb.warnings)):
+        for key, item in sorted(table.items()):
+            mark(read(item.expr), f"{name} {key.split('.', 1)[1]}")
+    for emit in kb.emits:
+        for node in (emit.value, emit.when):
+            if node is not None:
+                mark(read(node), f"emit {emit.target}:{emit.key}")
+    for framework in kb.frameworks.values():
+        for launch in framework.launches:
+            mark({o.key for o in kb.options_of(framework.name)
+                  if "{" + o.name + "}" in launch.command}, "a launch command")
+            if launch.condition is not None:
+                mark(read(launch.condition), "a launch command")
+        for file in framework.files:
+            if file.condition is not None:
+                mark(read(file.condition), f"file {file.name}")
+    for key, option in sorted(kb.options.items()):
+        if option.emits and not option.passthrough:
+            mark({key}, f"emit {option.emits[0].target}:{option.emits[0].key}")
+    changed = True
+    while changed:  # `when` and `from` of an option that moves something move it too
+        changed = False
+        for key, option in sorted(kb.options.items()):
+            if key not in effects:
+                continue
+            for node in (option.when, option.source_expr):
+                if node is None:
+                    continue
+                for other in sorted(read(node) - effects.keys()):
+                    effects[other] = f"option {option.name}"
+                    changed = True
+    return effects
+
+
+def silent_options(kb: KnowledgeBase) -> list[Diagnostic]:
+    """Every option moves memory, speed, a file, a rule or a warning, or says (inert)
+    why it moves nothing; an inert one that moves something is a contradiction."""
+    effects = option_effects(kb)
+    out = []
+    for key, option in sorted(kb.options.items()):
+        if option.passthrough:
+            continue
+        if key not in effects and not option.inert:
+            out.append(Diagnostic(
+                f"option '{option.name}' of {option.framework} is silent: no value of it "
+                f"moves memory, speed, an emitted file, a rule or a warning", option.meta.span,
+                code="silent-option",
+                hint='model its effect, or declare it: inert "why no value matters"'))
+        elif key in effects and option.inert:
+            out.append(Diagnostic(
+                f"option '{option.name}' of {option.framework} is declared inert, but it "
+                f"moves {effects[key]}", option.meta.span, severity="warning",
+                code="inert-moves", hint="drop the inert clause"))
+    return out
 
 
 def unsourced_options(kb: KnowledgeBase) -> list[Diagnostic]:

@@ -85,7 +85,7 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
         if key not in options:
             raise KbError(Diagnostic(f"unknown option '{key.split('.', 1)[1]}' for {framework}"))
     for key, option in sorted(options.items()):
-        if key in pins and option.domain is None and option.low is None:
+        if key in pins and (option.passthrough or option.domain is None and option.low is None):
             fixed[key] = pins[key]
         elif key in pins:  # kept as a choice so that a clash names the pin
             choices[key] = tuple(option.domain) if option.domain is not None else (pins[key],)
@@ -201,7 +201,7 @@ def parse_pin(kb: KnowledgeBase, framework: str, text: str) -> tuple[str, Any]:
         raise KbError(Diagnostic(f"--set '{text}' is not key=value"))
     name, raw = (part.strip() for part in text.split("=", 1))
     key = f"{framework}.{name}"
-    option = kb.options.get(key)
+    option = kb.options.get(key) or _by_emitted_key(kb, framework, name)
     if option is None:
         by_alias = {a.old: o for o in kb.options.values() if o.framework == framework
                     for a in o.aliases}
@@ -212,7 +212,28 @@ def parse_pin(kb: KnowledgeBase, framework: str, text: str) -> tuple[str, Any]:
         names = [o.name for o in kb.options.values() if o.framework == framework]
         raise KbError(Diagnostic(f"--set {name}: unknown option of {framework}"
                                  f"{did_you_mean(name, names)}"))
-    return key, _pin_value(option, name, raw)
+    value = _pin_value(option, name, raw)
+    if option.passthrough and option.type.kind == "num" and option.type.integral and \
+            Fraction(value).denominator != 1:
+        raise KbError(Diagnostic(f"--set {name}={raw}: {name} takes a whole number "
+                                 f"({framework} declares it int)"))
+    return option.key, value
+
+
+def _by_emitted_key(kb: KnowledgeBase, framework: str, name: str) -> Option | None:
+    """The option that writes key `name` (the key a plan's table shows), when only one
+    option of the framework writes it: `distributed_type` for the accelerate file's."""
+    found = {o.key: o for o in kb.options_of(framework) for e in o.emits if e.key == name}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def fact_binding(kb: KnowledgeBase, option: Option) -> str | None:
+    """The query fact an option is bound to: its `from` is exactly that fact."""
+    from kbsolve.dsl.ir import FactRef
+    node = option.source_expr
+    if isinstance(node, FactRef) and node.path.startswith("query."):
+        return node.path
+    return None
 
 
 def _pin_value(option: Option, name: str, raw: str):

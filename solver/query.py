@@ -17,7 +17,8 @@ from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.facts import collect_facts, parse_gpus
 from kbsolve.program.batch import batch_options, geometry_of
 from kbsolve.program.consent import allowed, consent_rules
-from kbsolve.program.problem import Problem, build_problem, check_satisfiable, parse_pin
+from kbsolve.program.problem import (Problem, build_problem, check_satisfiable, fact_binding,
+                                    parse_pin)
 
 
 class Query(BaseModel):
@@ -72,9 +73,14 @@ def resolve(kb: KnowledgeBase, query: Query, consent: bool = True) -> Resolved:
     model = _model(kb, query.model)
     network = kb.catalog.network(query.network) if query.network else None
     framework = _framework(kb, query.framework, model)
-    facts_in = _query_facts(kb, query, nodes, per_node, model, notes)
+    routed, kept = route_pins(kb, framework, query, query.set, notes)
+    facts_in = _query_facts(kb, query, nodes, per_node, model, notes, routed)
     facts = collect_facts(kb, gpu, model, facts_in, network)
-    pins = dict(parse_pin(kb, framework, text) for text in query.set)
+    pins = dict(parse_pin(kb, framework, text) for text in kept)
+    through = [kb.options[k] for k in pins if kb.options[k].passthrough]
+    if through:
+        notes.append("passed through as given, not modelled: " + ", ".join(
+            o.name for o in through) + " (no memory, speed, rule or warning reads them)")
     task_option = kb.frameworks[framework].task_option
     if query.task is not None:
         if not task_option:
@@ -108,6 +114,62 @@ def resolve(kb: KnowledgeBase, query: Query, consent: bool = True) -> Resolved:
     return Resolved(query, problem, gpu, model, network, notes)
 
 
+def route_pins(kb: KnowledgeBase, framework: str, query: Query, texts: list[str],
+               notes: list[str] | None = None) -> tuple[dict[str, int], list[str]]:
+    """A --set of an option bound to a query fact (`from query.F`: cutoff_len,
+    height, num_frames, ...) sets the fact, as its flag would (said in `notes`); a
+    flag that says otherwise, or a fact only --gpus sets, is exit 2 naming the flag.
+    Returns the query fields so set and the --set texts left as pins."""
+    nodes, per_node, _ = parse_gpus(query.gpus)
+    derived = {"num_gpus": nodes * per_node, "nodes": nodes, "gpus_per_node": per_node}
+    flags = {"seq_len": query.seq_len, "frames": query.frames}
+    if query.resolution is not None:
+        match = re.fullmatch(r"\s*(\d+)\s*[xX*]\s*(\d+)\s*", query.resolution)
+        if match:
+            flags["height"], flags["width"] = int(match.group(1)), int(match.group(2))
+    routed: dict[str, int] = {}
+    kept: list[str] = []
+    for text in texts:
+        key, value = parse_pin(kb, framework, text)
+        option = kb.options[key]
+        fact = fact_binding(kb, option)
+        field = fact.split(".", 1)[1] if fact else None
+        if field is None or not _shape_option(kb, framework, fact, option) or \
+                (field not in derived and field not in _SHAPE_FLAGS):
+            kept.append(text)
+            continue
+        name, shown = option.name, int(value)
+        if field in derived:
+            if shown != derived[field]:
+                raise KbError(Diagnostic(f"--set {text.strip()}: {name} follows --gpus "
+                                         f"({query.gpus} gives {derived[field]}); change "
+                                         f"--gpus instead"))
+            continue
+        flag = _SHAPE_FLAGS[field]
+        if flags.get(field) is not None and flags[field] != shown:
+            raise KbError(Diagnostic(f"--set {text.strip()}: {name} follows {flag}, which "
+                                     f"gives {flags[field]}; give one of them"))
+        if routed.get(field, shown) != shown:
+            raise KbError(Diagnostic(f"--set {text.strip()}: another --set gives {field} "
+                                     f"{routed[field]}"))
+        routed[field] = shown
+        if notes is not None:
+            notes.append(f"--set {name}={shown} is taken as {flag} (query.{field} = {shown}): "
+                         f"memory and speed follow it")
+    return routed, kept
+
+
+def _shape_option(kb: KnowledgeBase, framework: str, fact: str, option) -> bool:
+    """Whether `option` is the one a --set routes to `fact`: the only option bound to
+    it, or, when several are (training and evaluation frames), the one the KB's audit
+    data names as the training shape (kb/<framework>/audit.yaml `shape`)."""
+    bound = [o for o in kb.options_of(framework) if fact_binding(kb, o) == fact]
+    if len(bound) == 1:
+        return True
+    from kbsolve.audit.audit_data import audit_data
+    return audit_data(kb, framework).shape.get(fact) == option.key
+
+
 def _batch_from_pins(kb, framework, facts, pins, notes) -> None:
     """Pins of every batch option (--set, an audited config) are the recipe's batch."""
     options = batch_options(kb, framework)
@@ -135,7 +197,8 @@ def _host_ram(query: Query, gpu, nodes: int, notes: list[str]) -> Fraction | Non
 
 
 def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, model=None,
-                 notes: list[str] | None = None) -> dict[str, Any]:
+                 notes: list[str] | None = None,
+                 routed: dict[str, int] | None = None) -> dict[str, Any]:
     """The query facts: the flags, else the model's training shape from the catalog
     (a field train_F gives the default of query field F; said in `notes`), else the
     vocabulary's defaults."""
@@ -155,6 +218,7 @@ def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, mod
             raise KbError(Diagnostic(f"--resolution '{query.resolution}' is not HxW "
                                      f"(for example 480x832)"))
         values["height"], values["width"] = int(match.group(1)), int(match.group(2))
+    values.update(routed or {})  # --set of options bound to these facts (route_pins)
     shape = {name: getattr(model, f"train_{name}", None) for name in _SHAPE_FLAGS}
     shape = {name: value for name, value in shape.items()
              if value is not None and name not in values}

@@ -42,7 +42,8 @@ def option_key(kb: KnowledgeBase, option: Option) -> str:
 
 def config(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:
     kb = problem.kb
-    return {option_key(kb, o): plain(assignment[o.key]) for o in problem.options}
+    return {option_key(kb, o): plain(assignment[o.key]) for o in problem.options
+            if not (o.passthrough and assignment.get(o.key) is None)}  # given only
 
 
 def memory(problem: Problem, metrics: Metrics) -> Memory:

@@ -17,7 +17,7 @@ from kbsolve.program.recipe import settle
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.program.consent import consent_detail
 from kbsolve.solver.plan import Alternative, Estimate, Fix, Plan, Reason
-from kbsolve.solver.query import Query, Resolved, resolve
+from kbsolve.solver.query import Query, Resolved, resolve, route_pins
 
 
 def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
@@ -165,6 +165,13 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
     """One configuration, no optimisation: unset options take their defaults. Its
     global batch is the one the configuration makes, unless --global-batch says."""
     resolved = resolve(kb, query, consent=False)
+    texts = [f"{k}={v}" for k, v in settings.items()]
+    _, kept = route_pins(kb, resolved.framework, query, texts)
+    if len(kept) < len(texts):  # settings bound to query facts set them, as --set does
+        query = query.model_copy(update={"set": query.set + [t for t in texts
+                                                             if t not in kept]})
+        settings = dict(t.split("=", 1) for t in kept)
+        resolved = resolve(kb, query, consent=False)
     if query.global_batch is None:
         from kbsolve.program.problem import parse_pin
         from kbsolve.program.batch import geometry_of
