@@ -7,16 +7,15 @@ All problems of all files are collected and raised as one `KbError`.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from kbsolve.catalog.hf import HF_FILE, HfTable, load_hf_table
 from kbsolve.catalog.schema import catalog_models, missing_list, model_class
 from kbsolve.catalog.vocab import Vocabulary
-from kbsolve.catalog.yamlpos import MAX_BYTES, Positions, load_yaml, read_text
+from kbsolve.catalog.yamlpos import Positions, load_yaml
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, SourceCache, Span,
                                  did_you_mean)
 
@@ -61,6 +60,8 @@ class Catalog:
     models: dict[str, Any] = field(default_factory=dict)
     networks: dict[str, Any] = field(default_factory=dict)
     overrides: tuple[Override, ...] = ()
+    hf: HfTable | None = None  # how a config.json is read (hf_configs.yaml), None when no layer has one
+    generic_gpu: "GenericGpu | None" = None  # gpus.yaml `generic`: an unlisted card
 
     def __post_init__(self) -> None:
         index = {k: {} for k in KINDS}
@@ -81,9 +82,45 @@ class Catalog:
         canonical = self._index[kind].get(str(name).lower())
         if canonical is None:
             label = KINDS[kind].label
-            raise KbError(Diagnostic(f"unknown {label} '{name}'{did_you_mean(str(name), self.names(kind))}",
+            raise KbError(Diagnostic(f"unknown {label} '{name}'{self.suggest(kind, str(name))}",
                                      span, hint=f"known {label}s: {', '.join(sorted(self.table(kind)))}"))
         return self.table(kind)[canonical]
+
+    def suggest(self, kind: str, name: str) -> str:
+        """did_you_mean over the names and aliases of one kind: two entries equally
+        close are ambiguous, and entries of another size are listed with their size."""
+        table = self.table(kind)
+        owners = {key: entry for entry, e in table.items() for key in (entry, *e.aliases)}
+        sizes = {entry: _size_in_words(kind, e) for entry, e in table.items()}
+        return did_you_mean(name, owners, canonical=owners,
+                            describe={k: v for k, v in sizes.items() if v})
+
+    def find(self, kind: str, name: str) -> Any | None:
+        """The entry a name or alias names, or None."""
+        canonical = self._index[kind].get(str(name).lower())
+        return None if canonical is None else self.table(kind)[canonical]
+
+    def variant(self, kind: str, name: str,
+                suffixes: Sequence[str]) -> tuple[Any, str, list[str]] | None:
+        """(entry, base, suffixes removed) for a name that is a listed one plus variant
+        suffixes (meta-llama/Meta-Llama-3-8B-Instruct: -Instruct of
+        meta-llama/Meta-Llama-3-8B), ignoring case; tried as written, then as the
+        repository name after the last '/'. None when nothing is left to find."""
+        base, removed = str(name).strip(), []
+        while True:
+            cut = next((s for s in suffixes if len(base) > len(s) and
+                        base.lower().endswith(s.lower())), None)
+            if cut is None:
+                break
+            removed.insert(0, base[-len(cut):])
+            base = base[:-len(cut)]
+        if not removed:
+            return None
+        for candidate in dict.fromkeys((base, base.rsplit("/", 1)[-1])):
+            entry = self.find(kind, candidate)
+            if entry is not None:
+                return entry, candidate, removed
+        return None
 
     def gpu(self, name: str, span: Span | None = None) -> Any:
         return self.lookup("gpu", name, span)
@@ -100,6 +137,96 @@ class Catalog:
         if str(name).lower() == entry.name.lower():
             return ""
         return getattr(entry, "alias_note", "")
+
+
+def _size_in_words(kind: str, entry: Any) -> str:
+    """What tells entries of one family apart, for suggestions: a GPU's memory, a
+    model's parameter count."""
+    if kind == "gpu" and getattr(entry, "memory_gib", None):
+        return f"{entry.memory_gib:g} GiB"
+    if kind == "model" and getattr(entry, "params_b", None):
+        return f"{entry.params_b:g}B parameters"
+    return ""
+
+
+@dataclass(frozen=True)
+class GenericGpu:
+    """gpus.yaml `generic`: the figures assumed for a GPU the catalog does not list
+    (--gpus 2x16GB, or what a --gpu-spec file leaves out), and why."""
+
+    assume: dict[str, Any]
+    reported: float  # the fraction of a datasheet "N GB" that nvidia-smi shows
+    because: str
+    source: str
+    span: Span | None = None
+
+    def entry(self, given: dict[str, Any], vocabulary: Vocabulary | None = None) -> Any:
+        """A GPU entry from the fields `given` (name, memory_gib, ...), the others
+        assumed; a bad field is a KbError naming it."""
+        from pydantic import ValidationError
+        data = {**self.assume, **given}
+        try:
+            return model_class("gpu", vocabulary).model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            guessed = sorted(set(self.assume) - set(given))
+            tail = f" (assumed for an unlisted GPU: {', '.join(guessed)}; state them)" \
+                if guessed else ""
+            raise KbError(Diagnostic(f"{where + ': ' if where else ''}{msg}{tail}")) from None
+
+    def assumed(self, given: dict[str, Any]) -> list[tuple[str, Any]]:
+        """(field, value) of each assumption an entry built from `given` rests on."""
+        return [(k, v) for k, v in self.assume.items() if k not in given]
+
+
+_GENERIC_KEYS = ("assume", "datasheet_gb_reported", "because", "source", "override")
+
+
+def _generic_gpu(raw: Any, at: tuple, pos: Positions, schema: type, sink: DiagnosticSink,
+                 earlier: "GenericGpu | None", layer: int) -> "GenericGpu | None":
+    """Check gpus.yaml `generic`: its fields must make a valid GPU with any memory."""
+    from pydantic import ValidationError
+    if not isinstance(raw, dict):
+        sink.error("'generic' must be a mapping (assume, datasheet_gb_reported, because, "
+                   "source)", pos[at])
+        return None
+    for key in raw:
+        if key not in _GENERIC_KEYS:
+            sink.error(f"generic: unknown key '{key}'{did_you_mean(str(key), _GENERIC_KEYS)}",
+                       pos.get(at + (key,), pos[at]))
+    missing = [k for k in ("assume", "datasheet_gb_reported", "because", "source")
+               if k not in raw]
+    if missing:
+        sink.error(f"generic is missing {missing_list(missing)}", pos[at])
+        return None
+    if earlier is not None and layer > 0 and not raw.get("override"):
+        sink.error("a second 'generic' GPU replaces the earlier one only with override: "
+                   "\"<reason>\"", pos[at], notes=[Note("first defined here", earlier.span)])
+        return None
+    assume, reported = raw["assume"], raw["datasheet_gb_reported"]
+    if not isinstance(assume, dict) or any(k in assume for k in ("name", "memory_gib", "source")):
+        sink.error("generic.assume: a mapping of GPU fields other than name, memory_gib and "
+                   "source", pos.get(at + ("assume",), pos[at]))
+        return None
+    if isinstance(reported, bool) or not isinstance(reported, (int, float)) \
+            or not 0 < reported <= 1:
+        sink.error(f"generic.datasheet_gb_reported: a fraction in (0, 1] (got {reported!r})",
+                   pos.get(at + ("datasheet_gb_reported",), pos[at]))
+        return None
+    try:
+        schema.model_validate({**assume, "name": "generic", "memory_gib": 1,
+                               "source": str(raw["source"])})
+    except ValidationError as e:
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            sink.error(f"generic.assume: {'.'.join(map(str, loc))}: "
+                       f"{err['msg'].removeprefix('Value error, ')}",
+                       pos.get(at + ("assume",) + loc[:1], pos[at]))
+        return None
+    return GenericGpu(dict(assume), float(reported), str(raw["because"]), str(raw["source"]),
+                      pos[at])
 
 
 # ---- loading -------------------------------------------------------------------
@@ -123,22 +250,35 @@ def load_catalog(dirs: Sequence[str | os.PathLike],
     tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
     index: dict[str, dict[str, tuple[_Parsed, Span]]] = {k: {} for k in KINDS}
     overrides: list[Override] = []
+    generic: GenericGpu | None = None
+    hf_files: list[Path] = []
     for layer, d in enumerate(map(Path, dirs)):
         if not d.is_dir():
             sink.error("catalog directory not found", Span(str(d)))
             continue
+        if os.path.lexists(d / HF_FILE):
+            hf_files.append(d / HF_FILE)
         for kind in KINDS.values():
             path = d / kind.file
             if os.path.lexists(path):
-                for parsed in _read_file(path, kind, schemas[kind.kind], layer, sink, sources):
+                extra: dict[str, tuple] = {}
+                for parsed in _read_file(path, kind, schemas[kind.kind], layer, sink, sources,
+                                         extra):
                     _register(parsed, kind, tables[kind.kind], index[kind.kind], overrides, sink)
+                if "generic" in extra:
+                    generic = _generic_gpu(*extra["generic"], schemas["gpu"], sink, generic,
+                                           layer) or generic
+    hf = load_hf_table(hf_files, sink, sources) if hf_files else None
     sink.raise_if_errors(sources)
     return Catalog(gpus=tables["gpu"], models=tables["model"], networks=tables["network"],
-                   overrides=tuple(overrides))
+                   overrides=tuple(overrides), generic_gpu=generic, hf=hf)
+
+
+_EXTRA_KEYS = {"gpu": ("generic",)}  # top-level keys besides the entries' list
 
 
 def _read_file(path: Path, kind: _Kind, schema: type, layer: int, sink: DiagnosticSink,
-               sources: SourceCache) -> list[_Parsed]:
+               sources: SourceCache, extra: dict | None = None) -> list[_Parsed]:
     try:
         data, pos = load_yaml(path, file=str(path), sources=sources)
     except KbError as e:
@@ -149,10 +289,16 @@ def _read_file(path: Path, kind: _Kind, schema: type, layer: int, sink: Diagnost
     if not isinstance(data, dict):
         sink.error(f"expected a mapping with the key '{kind.top}'", pos[()])
         return []
+    allowed = (kind.top, *_EXTRA_KEYS.get(kind.kind, ()))
     for key in data:
-        if key != kind.top:
-            sink.error(f"unknown top-level key '{key}'{did_you_mean(str(key), [kind.top])}",
-                       pos[(key,)], hint=f"{kind.file} holds only the key '{kind.top}'")
+        if key in allowed and key != kind.top:
+            if extra is not None:
+                extra[key] = (data[key], (key,), pos)
+        elif key != kind.top:
+            sink.error(f"unknown top-level key '{key}'{did_you_mean(str(key), allowed)}",
+                       pos[(key,)], hint=f"{kind.file} holds only the key"
+                                         f"{'s' if len(allowed) > 1 else ''} "
+                                         f"{', '.join(repr(k) for k in allowed)}")
     items = data.get(kind.top)
     if items is None:
         return []
@@ -268,125 +414,3 @@ def _register(p: _Parsed, kind: _Kind, table: dict, index: dict, overrides: list
     table[name] = p.spec
     for key, span in p.keys:
         index[key.lower()] = (p, span)
-
-
-# ---- Hugging Face config.json --------------------------------------------------
-
-_HF_REQUIRED = {  # model field -> config.json key
-    "layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-    "intermediate": "intermediate_size", "vocab": "vocab_size",
-    "max_positions": "max_position_embeddings",
-}
-_HF_OPTIONAL = {
-    "kv_heads": "num_key_value_heads", "head_dim": "head_dim",
-    "experts_active": "num_experts_per_tok", "moe_intermediate": "moe_intermediate_size",
-    "shared_experts": "n_shared_experts",
-}
-_HF_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
-
-
-def model_from_hf_config(path: str | os.PathLike, *, name: str | None = None,
-                         max_bytes: int = MAX_BYTES, vocabulary: Vocabulary | None = None) -> Any:
-    """Build an LLM model entry from a Hugging Face config.json (validated against
-    `vocabulary`, the shipped one when None)."""
-    from pydantic import ValidationError
-    file = str(path)
-    text = read_text(path, file=file, max_bytes=max_bytes)
-    sources = SourceCache()
-    sources.add(file, text)
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise KbError(Diagnostic(f"not valid JSON: {e.msg}", Span(file, e.lineno, e.colno)),
-                      sources) from None
-    except RecursionError:
-        raise KbError(Diagnostic("JSON nested too deeply", Span(file)), sources) from None
-    if not isinstance(cfg, dict):
-        raise KbError(Diagnostic("expected a JSON object (a Hugging Face config.json)",
-                                 Span(file, 1, 1)), sources)
-    inner = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
-
-    def get(key: str) -> Any:  # top level first, then text_config
-        return cfg[key] if cfg.get(key) is not None else inner.get(key)
-
-    sink = DiagnosticSink()
-    at = lambda key: _json_key_span(file, text, key)  # noqa: E731
-    vals: dict[str, Any] = {}
-    for fld, key in {**_HF_REQUIRED, **_HF_OPTIONAL}.items():
-        v = get(key)
-        if v is None:
-            if fld in _HF_REQUIRED:
-                sink.error(f"missing field '{key}' in Hugging Face config", Span(file))
-            continue
-        low = 0 if fld == "shared_experts" else 1
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            need = "a non-negative" if low == 0 else "a positive"
-            sink.error(f"field '{key}' must be {need} integer (got {v!r})", at(key))
-            continue
-        vals[fld] = v
-    for key in _HF_EXPERTS:
-        v = get(key)
-        if v is not None:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                sink.error(f"field '{key}' must be a positive integer (got {v!r})", at(key))
-            else:
-                vals["experts"] = v
-            break
-    model_type, tied = get("model_type"), get("tie_word_embeddings") or False
-    if not isinstance(model_type, str) or not model_type:
-        sink.error("missing field 'model_type' in Hugging Face config", Span(file))
-    if not isinstance(tied, bool):
-        sink.error(f"field 'tie_word_embeddings' must be true or false (got {tied!r})",
-                   at("tie_word_embeddings"))
-    sink.raise_if_errors(sources)
-
-    vals.setdefault("kv_heads", vals["heads"])
-    spec_in = dict(vals, kind="llm", model_type=model_type, family=model_type,
-                   tied_embeddings=tied, params_b=hf_param_count(vals, tied) / 1e9,
-                   name=name or _str(cfg.get("_name_or_path")) or _name_from_path(file),
-                   hf_id=_str(cfg.get("_name_or_path")) or str(Path(file).resolve().parent),
-                   source=f"hf: {file}")
-    try:
-        return model_class("model", vocabulary).model_validate(spec_in)
-    except ValidationError as e:
-        hf = {**_HF_REQUIRED, **_HF_OPTIONAL, "experts": "num_experts"}
-        for err in e.errors():
-            key = hf.get(str(err["loc"][0]), "") if err["loc"] else ""
-            msg = err["msg"].removeprefix("Value error, ")
-            sink.error(f"{key}: {msg}" if key else msg, at(key) if key else Span(file))
-        sink.raise_if_errors(sources)
-        raise  # unreachable: every validation error was reported
-
-
-def hf_param_count(v: dict[str, int], tied: bool) -> int:
-    """Total parameters of a decoder-only transformer with SwiGLU MLPs (or MoE)."""
-    hidden, heads, kv = v["hidden"], v["heads"], v.get("kv_heads", v["heads"])
-    head_dim = v.get("head_dim") or hidden // heads
-    attn = hidden * head_dim * (2 * heads + 2 * kv)          # q, o and k, v
-    experts = v.get("experts", 1)
-    if experts > 1:
-        ffn = v.get("moe_intermediate") or v["intermediate"]
-        mlp = (experts + v.get("shared_experts", 0)) * 3 * hidden * ffn + hidden * experts
-    else:
-        mlp = 3 * hidden * v["intermediate"]
-    per_layer = attn + mlp + 2 * hidden                       # + two RMSNorms
-    embed = v["vocab"] * hidden
-    return v["layers"] * per_layer + embed * (1 if tied else 2) + hidden
-
-
-def _name_from_path(file: str) -> str:
-    p = Path(file).resolve()
-    return (p.parent.name if p.name == "config.json" else p.stem) or "hf-model"
-
-
-def _json_key_span(file: str, text: str, key: str) -> Span:
-    m = re.search(rf'"{re.escape(key)}"\s*:', text)
-    if not m:
-        return Span(file)
-    line = text.count("\n", 0, m.start()) + 1
-    col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
-    return Span(file, line, col, line, col + len(key) + 2)
-
-
-def _str(v: Any) -> str:
-    return v if isinstance(v, str) else ""

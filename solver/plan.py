@@ -105,6 +105,11 @@ class GlobalBatch(BaseModel):
                                description="'VALUE NAME' per factor of the geometry")
 
 
+MODEL_FACTS = ("the model as the KB reads it: its catalog (or config.json) fields that apply "
+               "to its kind (layers, hidden, heads, kv_heads, head_dim, vocab, experts, ...) "
+               "and the KB's parameter counts (params, active_params)")
+
+
 class Plan(BaseModel):
     status: Status
     framework: str
@@ -124,6 +129,7 @@ class Plan(BaseModel):
     timed_out: bool = Field(default=False, description="the --timeout wall-clock guard "
                             "expired (the counted search budgets did not)")
     global_batch: GlobalBatch | None = None
+    model_facts: dict[str, Any] | None = Field(default=None, description=MODEL_FACTS)
 
 
 class Estimate(BaseModel):
@@ -137,3 +143,4 @@ class Estimate(BaseModel):
     memory: Memory
     speed: Speed
     warnings: list[Warning_] = Field(default_factory=list)
+    model_facts: dict[str, Any] | None = Field(default=None, description=MODEL_FACTS)

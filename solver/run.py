@@ -31,7 +31,8 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         outcome = solve(problem, int(query.timeout * 1000))
     result = Plan(status=outcome.status, framework=problem.framework,
                   query=query.model_dump(), gpu=resolved.gpu.name, model=resolved.model.name,
-                  notes=resolved.notes, timed_out=outcome.timed_out)
+                  notes=resolved.notes, timed_out=outcome.timed_out,
+                  model_facts=model_facts(problem, resolved.model))
     if outcome.status == "infeasible":
         result.core = _core(problem, outcome.core)
         if outcome.model is not None:
@@ -65,6 +66,29 @@ def _fill(result, problem, assignment, metrics) -> None:
     result.warnings = report.warnings(problem, metrics, planned=True)
     result.launch = _launch(problem, assignment)
     result.global_batch = report.global_batch(problem, assignment)
+
+
+def model_facts(problem, model) -> dict:
+    """The model's vocabulary fields that apply to its kind (numbers, flags, enums) and
+    the KB's parameter counts: the lets `params` and `active_params` where they apply."""
+    from kbsolve.diagnostics import KbError
+    from kbsolve.dsl import ir
+    facts = {}
+    for field in problem.kb.vocabulary.group("model"):
+        applies = field.when is None or field.when.holds(getattr(model, field.when.field, None))
+        value = getattr(model, field.name, None)
+        if applies and field.fact_type not in (None, "str") and value is not None:
+            facts[field.name] = value
+    for name in ("params", "active_params"):
+        key = next((k for k in sorted(problem.kb.lets) if k.split(".", 1)[-1] == name), None)
+        if key is None:
+            continue
+        try:
+            value = problem.evaluator.run(ir.LetRef(key, problem.kb.lets[key].type), {})
+        except (KbError, KeyError, ZeroDivisionError, TypeError):
+            continue  # the let reads a fact this kind of model has none of
+        facts[name] = round(value)  # parameter counts: whole numbers
+    return facts
 
 
 def _launch(problem, assignment) -> str:
@@ -186,14 +210,13 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
         option = kb.options[key]
         assignment[key] = problem.pinned.get(key, option.default)
     from kbsolve.program.problem import parse_pin
-    for text in (f"{k}={v}" for k, v in settings.items()):
-        key, value = parse_pin(kb, problem.framework, text)
-        assignment[key] = value
-    assignment = settle(problem, assignment)
+    given = dict(parse_pin(kb, problem.framework, f"{k}={v}") for k, v in settings.items())
+    assignment = {**settle(problem, {**assignment, **given}), **given}  # a setting wins its `from`
     metrics = measure(problem, assignment)
     broken = [report.reason(problem.rule(k)) for k in metrics.broken]
     return Estimate(framework=problem.framework, query=query.model_dump(),
                     gpu=resolved.gpu.name, model=resolved.model.name,
+                    model_facts=model_facts(problem, resolved.model),
                     config=report.config(problem, assignment),
                     feasible=metrics.feasible, broken=broken,
                     memory=report.memory(problem, metrics),

@@ -362,7 +362,8 @@ def test_hf_multimodal_reads_text_config():
     assert (m.model_type, m.layers, m.hidden, m.head_dim, m.kv_heads, m.tied_embeddings) == \
         ("gemma3", 34, 2560, 256, 4, True)
     attn = 2560 * 256 * (2 * 8 + 2 * 4)
-    expected = 34 * (attn + 3 * 2560 * 10240 + 2 * 2560) + 262208 * 2560 + 2560
+    norms = 4 * 2560 + 2 * 256  # Gemma 3: four RMSNorms a layer, and q_norm, k_norm
+    expected = 34 * (attn + 3 * 2560 * 10240 + norms) + 262208 * 2560 + 2560
     assert round(m.params_b * 1e9) == expected
 
 
@@ -371,7 +372,8 @@ def test_hf_bad_configs():
     assert errors(model_from_hf_config, hf / "not_json.json") == [
         ("hf/not_json.json", 3, "not valid JSON: Expecting ',' delimiter")]
     assert errors(model_from_hf_config, hf / "missing_field.json") == [
-        ("hf/missing_field.json", 0, "missing field 'hidden_size' in Hugging Face config")]
+        ("hf/missing_field.json", 0, "missing field 'hidden_size' in Hugging Face config "
+                                     "(model_type 'llama' needs it for hidden)")]
     assert errors(model_from_hf_config, hf / "negative.json") == [
         ("hf/negative.json", 5, "field 'num_attention_heads' must be a positive integer (got -32)"),
         ("hf/negative.json", 7, "field 'vocab_size' must be a positive integer (got 0)"),
