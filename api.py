@@ -68,7 +68,9 @@ def _option_row(o) -> dict:
             "domain": _jsonable(list(o.domain)) if o.domain is not None else None,
             "default": _jsonable(o.default),
             "emit": [f"{e.target}:{e.key}" for e in o.emits], "origin": o.origin,
-            "aliases": [a.old for a in o.aliases], "doc": o.meta.doc,
+            "aliases": [a.old for a in o.aliases],
+            "inert": ("passthrough: " if o.passthrough else "") + o.inert if o.inert else "",
+            "doc": o.meta.doc,
             "source": o.meta.source, "location": str(o.meta.span)}
 
 

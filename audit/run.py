@@ -142,6 +142,11 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
         from kbsolve.audit.best_plan import best_plan  # loads the Z3 solver
         out.plan = best_plan(ctx, hardware.spec, model.name if model else None)
     out.undecided = _undecided(out, ctx)
+    through = sorted(reading.where[k][1] for k in reading.values
+                     if kb.options[k].passthrough and k in reading.where)
+    if through:  # one line, not a finding each: real keys the KB does not reason about
+        out.notes.append("pass-through keys (kept as written, not modelled): "
+                         + ", ".join(through))
     for key, candidates in reading.ambiguous:
         out.notes.append(f"{key.split('.', 1)[1]}: could be any of "
                          f"{', '.join(str(plain(c)) for c in candidates)}; "

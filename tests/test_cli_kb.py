@@ -161,7 +161,7 @@ def test_main_list_options_json(capsys):
     assert {"stage", "finetuning_type", "lora_rank", "deepspeed", "flash_attn"} <= set(by_name)
     assert all(r["framework"] == "llamafactory" for r in rows)
     assert by_name["stage"]["default"] == "sft"
-    assert by_name["lora_rank"]["domain"] == [8, 16, 32, 64, 128]
+    assert by_name["lora_rank"]["domain"] == [4, 8, 16, 32, 64, 128, 256]
     assert "main:stage" in by_name["stage"]["emit"]
     assert re.search(r"options\.kb:\d+:\d+$", by_name["stage"]["location"])
 
