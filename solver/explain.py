@@ -104,6 +104,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         return by_z3
 
     witnessed: set = set()  # (key, value) pairs some feasible plan found so far holds
+    local = _local_rules(problem)
 
     def clash(key, value):
         for changes, _ in met[len(seen):]:
@@ -111,6 +112,9 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
             witnessed.update((k, repr(v)) for k, v in changes.items())
         if (key, repr(value)) in witnessed:
             return None
+        for rule, others in local.get(key, ()):  # a rule that alone rules it out
+            if not _satisfiable(problem, rule, others, {**assignment, key: value}):
+                return [f"rule:{rule.framework}.{rule.id}"]
         repaired = _repaired(problem, search, assignment, key, value)
         if repaired is not None:
             met.append(repaired)
@@ -122,6 +126,32 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         return by_z3(key, value) if core == "budget" else core
     seen: list = []
     return clash
+
+
+LOCAL_LIMIT = 512  # assignments of a rule's other options tried before a search
+
+
+def _local_rules(problem: Problem) -> dict[str, list]:
+    """Option key -> (rule, the rule's other decided options) for the rules that
+    read it and few enough other combinations to try them all: whether such a
+    rule alone rules a value out needs no search."""
+    from kbsolve.program.evaluate import options_read
+    found: dict[str, list] = {}
+    for rule in problem.rules:
+        reads = sorted(options_read(problem.kb, rule.constraint) & set(problem.choices))
+        for key in reads:
+            others = [k for k in reads if k != key]
+            if math.prod(len(problem.choices[k]) for k in others) <= LOCAL_LIMIT:
+                found.setdefault(key, []).append((rule, others))
+    return found
+
+
+def _satisfiable(problem: Problem, rule, others: list[str], assignment: dict[str, Any]) -> bool:
+    import itertools
+    for values in itertools.product(*(problem.choices[k] for k in others)):
+        if problem.evaluator.run(rule.constraint, {**assignment, **dict(zip(others, values))}):
+            return True
+    return False
 
 
 REPAIR_TRIES = 64  # float views tried before a feasibility search
