@@ -251,3 +251,23 @@ def test_emitted_key_and_bool_spellings_are_accepted(kb):
         "distributed_type"] == "fsdp2"
     assert estimate(query, {"packing": "true"}, kb=kb).config["packing"] == "true"
     assert estimate(query, {"lora_rank": "256"}, kb=kb).config["lora_rank"] == 256
+
+
+def test_kb_check_deep_refuses_a_silent_option_and_a_passthrough_read(tmp_path):
+    from kbsolve.api import load_kb
+    from kbsolve.lint.static import silent_options
+    pack = tmp_path / "pack.kb"
+    folder = str(tmp_path)
+    pack.write_text('module mypack.silent for llamafactory\n'
+                    'option my_knob: int = 1 { source "reference:llamafactory.md#1a" }\n'
+                    'option my_quiet: int = 1 { inert "only a label" '
+                    'source "reference:llamafactory.md#1a" }\n', encoding="utf-8")
+    found = {d.code: d.message for d in silent_options(load_kb([folder], use_cache=False))}
+    assert list(found) == ["silent-option"] and "my_knob" in found["silent-option"]
+    pack.write_text('module mypack.read for llamafactory\n'
+                    'option my_key: int { passthrough "not modelled" emit main "my_key" '
+                    'source "reference:llamafactory.md#1d" }\n'
+                    'warn W_MY: my_key > 2 { because "b" source "reference:llamafactory.md#1d" }\n',
+                    encoding="utf-8")
+    with pytest.raises(KbError, match="passthrough, but a formula reads it"):
+        load_kb([folder], use_cache=False)
