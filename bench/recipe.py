@@ -7,7 +7,9 @@
 - no optin (numerics, recipe, library) that the query neither pinned nor allowed;
 - host RAM fits under the stated assumption (--host-ram or the catalog's node);
 - no warning about a choice the planner made, unless the KB says in `accepted`
-  why the plan keeps it: the others read only what the query fixed.
+  why the plan keeps it: the others read only what the query fixed;
+- no explanation line says "you set" for what the query did not set, and no
+  speed reason reports a difference under 0.5% (issue 15).
 """
 
 from __future__ import annotations
@@ -72,7 +74,24 @@ def check(kb, fields: dict, plan) -> tuple[list[str], int | None]:
         if chosen and not item.accepted:
             wrong.append(f"fires its own warning {warning.id} (chosen: "
                          f"{', '.join(sorted(k.split('.', 1)[1] for k in chosen))})")
+    wrong += _untrue_lines(fields, plan)
     return wrong, (int(made) if made is not None else None)
+
+
+def _untrue_lines(fields: dict, plan) -> list[str]:
+    """Explanation lines that are false or noise: 'you set' for what the query did
+    not set, a speed reason under half a percent."""
+    import re
+    given = {text.split("=", 1)[0].strip() for text in fields.get("set", [])}
+    wrong = []
+    for choice in plan.explanation:
+        for r in choice.reasons:
+            if "you set" in r.detail and choice.option not in given:
+                wrong.append(f"says 'you set {choice.option}' but the query did not")
+            found = re.search(r"fits but is ([0-9.]+)% slower", r.detail)
+            if choice.kind == "speed" and found and float(found.group(1)) < 0.5:
+                wrong.append(f"speed reason under 0.5% for {choice.option}: {r.detail}")
+    return wrong
 
 
 def _native(value, option):
