@@ -86,8 +86,9 @@ def _untrue_lines(fields: dict, plan) -> list[str]:
     wrong = []
     for choice in plan.explanation:
         for r in choice.reasons:
-            if "you set" in r.detail and choice.option not in given:
-                wrong.append(f"says 'you set {choice.option}' but the query did not")
+            said = re.search(r"you set ([\w.]+)=", r.detail)
+            if said and said.group(1) not in given:
+                wrong.append(f"says 'you set {said.group(1)}' but the query did not")
             found = re.search(r"fits but is ([0-9.]+)% slower", r.detail)
             if choice.kind == "speed" and found and float(found.group(1)) < 0.5:
                 wrong.append(f"speed reason under 0.5% for {choice.option}: {r.detail}")
