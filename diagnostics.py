@@ -8,11 +8,11 @@ Every user-facing error in kbsolve is a `Diagnostic`; a failing step raises
 from __future__ import annotations
 
 import contextlib
-import sys
-
 import difflib
+import re
+import sys
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 EXIT_OK = 0
 EXIT_INFEASIBLE = 1
@@ -113,21 +113,109 @@ class KbError(Exception):
 
 
 _LOOKALIKE = str.maketrans({"O": "0", "o": "0", "I": "1", "l": "1"})
+_TOKENS = re.compile(r"[-_/\s]+")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_AFTER = re.compile(r"(gib|gb|g|b|k|m|p)?(?=$|x\d|x$)")
+_STRICT_UNITS = {"b": "b", "g": "g", "gb": "g", "gib": "g"}  # parameters, memory
 
 
-def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+def size_tokens(name: str) -> tuple[tuple[str, str], ...]:
+    """The size and model numbers of a name with their units, in order: llama3-70b ->
+    (('3', ''), ('70', 'b')), RTX-4090 -> (('4090', ''),), Mixtral-8x7B -> 8 and 7b.
+    A digit inside a word (t2v, i2v) is no size."""
+    out = []
+    for token in _TOKENS.split(str(name).lower()):
+        for number in _NUMBER.finditer(token):
+            unit = _AFTER.match(token, number.end())
+            if unit is not None:
+                out.append((number.group(), unit.group(1) or ""))
+            elif number.start() == 0:  # 8c, a typo of 8b: a size whose unit is unknown
+                out.append((number.group(), ""))
+    return tuple(out)
+
+
+def _one_digit_apart(a: str, b: str) -> bool:
+    """b is a with one digit added or dropped (H10 for H100, ib-40 for ib-400)."""
+    short, long = sorted((a, b), key=len)
+    return len(long) == len(short) + 1 and any(long[:i] + long[i + 1:] == short
+                                              for i in range(len(long)))
+
+
+def _relation(mine: tuple, theirs: tuple) -> int:
+    """0: the same sizes; 1: a digit typed or dropped in a model number; 2: another size
+    (7b vs 70b, 4080 vs 4090, 16G vs 32G: another model or card, not a typo)."""
+    if len(mine) != len(theirs):
+        return 2
+    worst = 0
+    for (a, ua), (b, ub) in zip(mine, theirs):
+        if ua and ub and ua != ub:
+            return 2
+        if a == b:
+            continue
+        if _STRICT_UNITS.get(ua or ub) or not _one_digit_apart(a, b):
+            return 2
+        worst = 1
+    return worst
+
+
+def _ratio(a: str, b: str) -> float:
+    return max(difflib.SequenceMatcher(None, a, b).ratio(),
+               difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio())
+
+
+def _either(names: list[str]) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+CLOSE = 0.6  # difflib ratio of a suggestion
+NEAREST = 0.5  # of a listed neighbour shown with its size
+TIE = 0.01  # suggestions this close are ambiguous
+
+
+def did_you_mean(word: str, candidates: Iterable[str], *,
+                 canonical: Mapping[str, str] | None = None,
+                 describe: Mapping[str, str] | None = None) -> str:
     """A ' did you mean X?' suffix, or '' when nothing is close. A letter typed for
-    a look-alike digit (A10O for A100) counts as an exact match."""
-    pool = sorted(set(candidates))
+    a look-alike digit (A10O for A100) counts as an exact match. `canonical` maps
+    aliases to their entry, so that two close names of different entries are
+    'ambiguous' rather than one picked; a name whose size number differs (llama3-7b
+    and llama3-70b, RTX-4080 and RTX-4090) is never offered as the one meant: with
+    `describe` (entry -> its size in words) the nearest are listed with their sizes,
+    else nothing is said."""
+    pool = sorted(set(map(str, candidates)))
+    canonical = canonical or {}
     lookalike = [c for c in pool if c.translate(_LOOKALIKE).lower() ==
                  word.translate(_LOOKALIKE).lower() and c != word]
     if lookalike:
         return f"; did you mean '{lookalike[0]}'?"
-    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
-    if not close:
-        lowered = {c.lower(): c for c in pool}
-        close = [lowered[m] for m in difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)]
-    return f"; did you mean '{close[0]}'?" if close else ""
+    mine = size_tokens(word)
+    best: dict[str, tuple[int, float, str]] = {}
+    for candidate in pool:
+        score = _ratio(word, candidate)
+        if score < NEAREST:
+            continue
+        entry = canonical.get(candidate, candidate)
+        key = (_relation(mine, size_tokens(candidate)), -score, candidate)
+        if entry not in best or key < best[entry]:
+            best[entry] = key
+    ranked = sorted(best.items(), key=lambda item: item[1])
+    close = sorted(((entry, key) for entry, key in ranked if key[0] < 2 and -key[1] >= CLOSE),
+                   key=lambda item: (item[1][1], item[1][0], item[1][2]))
+    if close:
+        relation, score, candidate = close[0][1]
+        peers = [entry for entry, key in close if -key[1] >= -score - TIE]
+        if len(peers) > 1:
+            return f"; ambiguous: {_either(peers[:3])}"
+        size = (describe or {}).get(close[0][0]) if relation else None
+        return f"; did you mean '{candidate}'{f' ({size})' if size else ''}?"
+    if not describe:
+        return ""
+    nearest = sorted(((key[1], entry) for entry, key in ranked if entry in describe))[:3]
+    if not nearest:
+        return ""
+    listed = ", ".join(f"'{entry}' ({describe[entry]})" for _, entry in nearest)
+    return f"; the nearest listed differ in size: {listed}"
 
 
 @dataclass

@@ -1,136 +1,17 @@
 """The KB's audit data (kb/<framework>/audit.yaml, next to the framework's
-declaration): files a framework resolves from its own repository, keys that
-set several options, and which option gives a query fact that several options
-are tied to. Checked when read; a bad entry is a KB error (exit 2)."""
+declaration), as the audit writes and reads it: the table itself is read by
+program/repo_files.py, which --set shares."""
 
 from __future__ import annotations
 
-import posixpath
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from kbsolve.audit.mapping import FlatFile, coerce, plain, written_value
-from kbsolve.diagnostics import Diagnostic, KbError, Span
+from kbsolve.audit.mapping import FlatFile, plain, written_value
+from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
-
-FILE_NAME = "audit.yaml"
-
-
-@dataclass(frozen=True)
-class RepoFile:
-    path: str
-    options: dict[str, Any]  # option key -> value
-    settings: dict[str, Any]  # raw keys of the file (launcher settings)
-    because: str
-    source: str
-
-
-@dataclass(frozen=True)
-class MultiKey:
-    key: str
-    options: tuple[str, ...]  # option keys, in the order a list value gives them
-    because: str
-    source: str
-
-
-@dataclass
-class AuditData:
-    repository_files: list[RepoFile] = field(default_factory=list)
-    keys: list[MultiKey] = field(default_factory=list)
-    shape: dict[str, str] = field(default_factory=dict)  # fact path -> option key
-    where: str = ""
-
-
-def audit_data(kb: KnowledgeBase, framework: str) -> AuditData:
-    """The framework's audit data (empty when it has none), read once per KB."""
-    cache = kb.__dict__.setdefault("_audit_data", {})
-    if framework not in cache:
-        cache[framework] = _load(kb, framework)
-    return cache[framework]
-
-
-def _file_for(kb: KnowledgeBase, framework: str) -> Path | None:
-    declared = Path(kb.frameworks[framework].meta.span.file)
-    candidates = [declared] if declared.is_absolute() else \
-        [Path(__file__).resolve().parents[1] / declared, declared]
-    for candidate in candidates:
-        path = candidate.parent / FILE_NAME
-        if path.is_file():
-            return path
-    return None
-
-
-def _load(kb: KnowledgeBase, framework: str) -> AuditData:
-    path = _file_for(kb, framework)
-    if path is None:
-        return AuditData()
-    from kbsolve.catalog.yamlpos import load_yaml, read_text
-    data, positions = load_yaml(read_text(path), file=str(path))
-
-    def fail(message: str, at: tuple = ()) -> KbError:
-        return KbError(Diagnostic(f"{message} ({FILE_NAME} of {framework})",
-                                  positions.get(at, Span(str(path)))))
-
-    if not isinstance(data, dict) or data.get("framework") != framework:
-        raise fail(f"framework: must be {framework}")
-    out = AuditData(where=str(path))
-    for i, entry in enumerate(data.get("repository_files") or []):
-        at = ("repository_files", i)
-        _need(entry, ("path", "options", "because", "source"), fail, at)
-        options = {}
-        for name, value in (entry["options"] or {}).items():
-            options[_option(kb, framework, name, fail, at)] = _value(kb, framework, name,
-                                                                     value, fail, at)
-        out.repository_files.append(RepoFile(str(entry["path"]).strip("/"), options,
-                                             dict(entry.get("settings") or {}),
-                                             str(entry["because"]), str(entry["source"])))
-    for i, entry in enumerate(data.get("keys") or []):
-        at = ("keys", i)
-        _need(entry, ("key", "options", "because", "source"), fail, at)
-        out.keys.append(MultiKey(str(entry["key"]), tuple(
-            _option(kb, framework, n, fail, at) for n in entry["options"]),
-            str(entry["because"]), str(entry["source"])))
-    for i, entry in enumerate(data.get("shape") or []):
-        at = ("shape", i)
-        _need(entry, ("fact", "option", "because", "source"), fail, at)
-        out.shape[str(entry["fact"])] = _option(kb, framework, entry["option"], fail, at)
-    return out
-
-
-def _need(entry, fields: tuple[str, ...], fail, at: tuple) -> None:
-    if not isinstance(entry, dict):
-        raise fail("an entry must be a mapping", at)
-    missing = [f for f in fields if not entry.get(f)]
-    if missing:
-        raise fail(f"entry lacks {', '.join(missing)}", at)
-
-
-def _option(kb: KnowledgeBase, framework: str, name, fail, at: tuple) -> str:
-    key = f"{framework}.{name}"
-    if key not in kb.options:
-        from kbsolve.diagnostics import did_you_mean
-        raise fail(f"'{name}' is not an option of {framework}"
-                   f"{did_you_mean(str(name), [o.name for o in kb.options_of(framework)])}", at)
-    return key
-
-
-def _value(kb: KnowledgeBase, framework: str, name: str, raw, fail, at: tuple):
-    option = kb.options[f"{framework}.{name}"]
-    value = coerce(option, raw)
-    if option.domain is not None and value not in option.domain:
-        raise fail(f"{name}: {raw!r} is not a value of the option", at)
-    return value
-
-
-def repository_file(kb: KnowledgeBase, framework: str, value: str) -> RepoFile | None:
-    """The framework's own file that a config's path names, if the KB knows it."""
-    wanted = posixpath.normpath(value.strip()).lstrip("./") if value.strip() else ""
-    for entry in audit_data(kb, framework).repository_files:
-        if wanted == entry.path or wanted.endswith("/" + entry.path):
-            return entry
-    return None
+from kbsolve.program.repo_files import (FILE_NAME, AuditData, MultiKey, RepoFile,  # noqa: F401
+                                        audit_data, repository_file)
 
 
 def as_file(kb: KnowledgeBase, framework: str, target: str, entry: RepoFile,

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 
 from kbsolve.diagnostics import KbError
-from kbsolve.program.facts import parse_gpus
+from kbsolve.program.facts import gpu_by_name as gpu_named, parse_gpus
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Hardware:
 
 def from_flag(kb, text: str) -> Hardware:
     nodes, per_node, name = parse_gpus(text)
-    return Hardware(kb.catalog.gpu(name), nodes, per_node, "--gpus")
+    return Hardware(gpu_named(kb, name)[0], nodes, per_node, "--gpus")
 
 
 def from_count(kb, gpus: int | None, nodes: int | None, source: str) -> Hardware | None:

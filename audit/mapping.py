@@ -11,9 +11,7 @@ from kbsolve.diagnostics import KbError, Span
 from kbsolve.dsl.ir import options_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.evaluate import Evaluator
-
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
+from kbsolve.program.repo_files import NO_VALUE as _NO_VALUE, coerce  # noqa: F401 (moved there)
 
 
 @dataclass
@@ -154,31 +152,6 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         reading.ambiguous.append((option.key, tuple(candidates)))
     reading.values[option.key] = option.default if option.default in candidates \
         else candidates[0]
-
-
-_NO_VALUE = object()
-
-
-def coerce(option: Option, raw: Any) -> Any:
-    """A value as written, in the option's terms; _NO_VALUE when it cannot be."""
-    kind = option.type.kind
-    if kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        return True if text in _TRUE else False if text in _FALSE else _NO_VALUE
-    if kind == "num":
-        if isinstance(raw, bool) or raw is None or isinstance(raw, (list, dict)):
-            return _NO_VALUE
-        try:
-            return Fraction(str(raw).strip())
-        except (ValueError, ZeroDivisionError):
-            return _NO_VALUE
-    if isinstance(raw, (list, dict)):
-        return _NO_VALUE
-    if raw is None:
-        return _NO_VALUE
-    return str(raw).lower() if isinstance(raw, bool) else str(raw)
 
 
 def _in_domain(option: Option, value: Any) -> bool:

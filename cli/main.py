@@ -45,7 +45,7 @@ EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown
 @click.pass_context
 def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
         global_batch, pins, headroom, host_ram, fmt, packs, objective, top, timeout, solver,
-        allow, explain_option, emit_dir):
+        allow, explain_option, emit_dir, gpu_spec=None):
     """Plan LLM and diffusion training runs that fit your GPUs and run fast.
 
     kbsolve --gpus 8xA100 --model wan14b
@@ -56,7 +56,7 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
         click.echo(ctx.get_help())
         return EXIT_OK
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
-                          pins, headroom, host_ram, global_batch)
+                          pins, headroom, host_ram, global_batch, gpu_spec)
     fields.update(objective=objective, top=top, timeout=timeout, allow=list(allow))
     plan = api.solve(fields, packs=list(packs), solver=solver)
     if explain_option:
@@ -75,10 +75,10 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
 @cli.command("estimate")
 @query_options
 def estimate_command(gpus, model, framework, task, network, seq_len, resolution, frames,
-                     global_batch, pins, headroom, host_ram, fmt, packs):
+                     global_batch, pins, headroom, host_ram, fmt, packs, gpu_spec=None):
     """Memory and speed of one configuration (unset options at their defaults)."""
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
-                          (), headroom, host_ram, global_batch)
+                          (), headroom, host_ram, global_batch, gpu_spec)
     settings = {}
     for text in pins:
         key, sep, value = text.partition("=")

@@ -13,7 +13,12 @@ FORMATS = ("table", "json", "yaml", "markdown")
 
 def query_options(fn):
     options = [
-        click.option("--gpus", "-g", help="COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xA100, 2x8xH100."),
+        click.option("--gpus", "-g", help="COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xA100, 2x8xH100; "
+                                          "COUNTxMEMORY (2x16GB) for a card the catalog lacks."),
+        click.option("--gpu-spec", "gpu_spec", type=click.Path(dir_okay=False), default=None,
+                     metavar="FILE.yaml", help="A GPU the catalog lacks, as a YAML of the "
+                     "catalog's GPU fields (unstated ones are assumed, and said); --gpus "
+                     "then gives the count [default: 1]."),
         click.option("--model", "-m", help="Catalog name or alias, a config.json, or a YAML spec."),
         click.option("--framework", "-f", default=None, help="Override the framework."),
         click.option("--task", "-t", default=None, help="Stage or trainer (sft, dpo, grpo, ...)."),
@@ -41,13 +46,17 @@ def query_options(fn):
 
 
 def query_fields(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-                 headroom, host_ram=None, global_batch=None) -> dict:
+                 headroom, host_ram=None, global_batch=None, gpu_spec=None) -> dict:
+    if not gpus and gpu_spec:
+        gpus = "1"
     if not gpus:
-        raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100)"))
+        raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100, or 2x16GB for a "
+                                 "card the catalog lacks)"))
     if not model:
         raise KbError(Diagnostic("missing --model (for example --model qwen3-8b)"))
     if headroom is not None and not 0 <= headroom < 1:
         raise KbError(Diagnostic(f"--headroom {headroom}: give a fraction from 0 to below 1"))
     return dict(gpus=gpus, model=model, framework=framework, task=task, network=network,
                 seq_len=seq_len, resolution=resolution, frames=frames, set=list(pins),
-                headroom=headroom, host_ram=host_ram, global_batch=global_batch)
+                headroom=headroom, host_ram=host_ram, global_batch=global_batch,
+                gpu_spec=gpu_spec)

@@ -212,7 +212,7 @@ def parse_pin(kb: KnowledgeBase, framework: str, text: str) -> tuple[str, Any]:
         names = [o.name for o in kb.options.values() if o.framework == framework]
         raise KbError(Diagnostic(f"--set {name}: unknown option of {framework}"
                                  f"{did_you_mean(name, names)}"))
-    value = _pin_value(option, name, raw)
+    value = _pin_value(option, name, raw, kb)
     if option.passthrough and option.type.kind == "num" and option.type.integral and \
             Fraction(value).denominator != 1:
         raise KbError(Diagnostic(f"--set {name}={raw}: {name} takes a whole number "
@@ -236,7 +236,7 @@ def fact_binding(kb: KnowledgeBase, option: Option) -> str | None:
     return None
 
 
-def _pin_value(option: Option, name: str, raw: str):
+def _pin_value(option: Option, name: str, raw: str, kb: KnowledgeBase | None = None):
     kind = option.type.kind
     if kind == "bool":
         lowered = raw.lower()
@@ -256,10 +256,61 @@ def _pin_value(option: Option, name: str, raw: str):
         if option.low is not None and not option.low <= value <= option.high:
             raise KbError(Diagnostic(f"--set {name}={raw}: outside {option.low}..{option.high}"))
         return value
+    typed = typed_value(kb, option, raw)
+    if typed is not None:
+        return typed[0]
+    if option.domain is not None and raw not in option.domain:
+        files = _repository_files(kb, option)
+        known = f" (the framework's own files it reads: {', '.join(files)})" \
+            if files and ("/" in raw or "." in raw) else ""
+        raise KbError(Diagnostic(f"--set {name}={raw}: not a value of {name}"
+                                 f"{did_you_mean(raw, [str(v) for v in option.domain])}{known}"))
+    return raw
+
+
+def typed_value(kb: KnowledgeBase | None, option: Option, raw: str) -> tuple[Any, str] | None:
+    """(value, note) for a string that is not one of the option's values but stands
+    for one: an old spelling (`alias value`: deepspeed=zero3 is z3) or the
+    framework's own file (kb/<framework>/audit.yaml: deepspeed=
+    examples/deepspeed/ds_z3_config.json is z3, also as ds_z3_config.json). None when
+    `raw` is a value or stands for none."""
+    if option.domain is not None and raw in option.domain:
+        return None
     for alias in option.value_aliases:
         if str(alias.old).lower() == raw.lower():
-            raise KbError(Diagnostic(f"--set {name}={raw}: use '{alias.new}' ({alias.note})"))
-    if option.domain is not None and raw not in option.domain:
-        raise KbError(Diagnostic(f"--set {name}={raw}: not a value of {name}"
-                                 f"{did_you_mean(raw, [str(v) for v in option.domain])}"))
-    return raw
+            why = f" ({alias.note})" if alias.note else ""
+            return alias.new, f"{option.name}={raw} read as {alias.new}{why}"
+    if kb is None or option.framework not in kb.frameworks:
+        return None
+    from kbsolve.program.repo_files import audit_data, repository_file
+    entry = repository_file(kb, option.framework, raw)
+    if entry is None and "/" not in raw.strip():
+        named = [e for e in audit_data(kb, option.framework).repository_files
+                 if e.path.rsplit("/", 1)[-1] == raw.strip()]
+        entry = named[0] if len(named) == 1 else None
+    if entry is None or option.key not in entry.options:
+        return None
+    value = entry.options[option.key]
+    others = ", ".join(f"{kb.options[k].name}={v}" for k, v in entry.options.items()
+                       if k != option.key)
+    also = f"; the file also stands for {others}, which --set pins separately" if others else ""
+    return value, (f"{option.name}={raw} read as {value}: {entry.path} has {entry.because} "
+                   f"({entry.source}){also}")
+
+
+def _repository_files(kb: KnowledgeBase | None, option: Option) -> list[str]:
+    if kb is None or option.framework not in kb.frameworks:
+        return []
+    from kbsolve.program.repo_files import audit_data
+    return [e.path for e in audit_data(kb, option.framework).repository_files
+            if option.key in e.options]
+
+
+def pin_note(kb: KnowledgeBase, framework: str, text: str) -> str:
+    """The note for a --set whose value was read as another (typed_value), else ''."""
+    name, sep, raw = (part.strip() for part in text.partition("="))
+    option = kb.options.get(f"{framework}.{name}") or _by_emitted_key(kb, framework, name)
+    if not sep or option is None or option.type.kind in ("bool", "num"):
+        return ""
+    typed = typed_value(kb, option, raw)
+    return typed[1] if typed else ""

@@ -14,11 +14,11 @@ from kbsolve.catalog import model_from_hf_config
 from kbsolve.catalog.schema import model_class, query_facts
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.program.facts import collect_facts, parse_gpus
+from kbsolve.program.facts import collect_facts, gpu_by_name, parse_gpus
 from kbsolve.program.batch import batch_options, geometry_of
 from kbsolve.program.consent import allowed, consent_rules
 from kbsolve.program.problem import (Problem, build_problem, check_satisfiable, fact_binding,
-                                    parse_pin)
+                                    parse_pin, pin_note)
 
 
 class Query(BaseModel):
@@ -26,7 +26,10 @@ class Query(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpus: str = Field(description="COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xA100, 2x8xH100")
+    gpus: str = Field(description="COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xA100, 2x8xH100; "
+                                  "COUNTxMEMORY (2x16GB) for a card the catalog lacks")
+    gpu_spec: str | None = Field(default=None, description="a YAML file of GPU fields "
+                                 "(the catalog's); --gpus then gives the count")
     model: str = Field(description="catalog name or alias, a config.json path, or a YAML spec")
     framework: str | None = None
     task: str | None = None
@@ -65,18 +68,15 @@ def resolve(kb: KnowledgeBase, query: Query, consent: bool = True) -> Resolved:
     """The query's problem; `consent=False` (an estimate of the user's own config)
     adds no rules for optins."""
     notes: list[str] = []
-    nodes, per_node, gpu_name = parse_gpus(query.gpus)
-    gpu = kb.catalog.gpu(gpu_name)
-    note = kb.catalog.resolved_alias_note(gpu_name, "gpu")
-    if note:
-        notes.append(f"GPU '{gpu_name}' taken as {gpu.name}: {note}")
-    model = _model(kb, query.model)
+    nodes, per_node, gpu = _gpu(kb, query, notes)
+    model = _model(kb, query.model, notes)
     network = kb.catalog.network(query.network) if query.network else None
     framework = _framework(kb, query.framework, model)
     routed, kept = route_pins(kb, framework, query, query.set, notes)
     facts_in = _query_facts(kb, query, nodes, per_node, model, notes, routed)
     facts = collect_facts(kb, gpu, model, facts_in, network)
     pins = dict(parse_pin(kb, framework, text) for text in kept)
+    notes.extend(note for note in (pin_note(kb, framework, t) for t in kept) if note)
     through = [kb.options[k] for k in pins if kb.options[k].passthrough]
     if through:
         notes.append("passed through as given, not modelled: " + ", ".join(
@@ -244,7 +244,62 @@ def _shape_note(model, shape: dict[str, int]) -> str:
             f"{flags} override{'s' if '/' not in flags else ''}")
 
 
-def _model(kb: KnowledgeBase, text: str) -> Any:
+def _gpu(kb: KnowledgeBase, query: Query, notes: list[str]) -> tuple[int, int, Any]:
+    """(nodes, GPUs per node, the GPU entry): a catalog card, a generic one by its
+    memory (2x16GB), or --gpu-spec's; what was assumed goes to `notes`."""
+    if query.gpu_spec is None:
+        nodes, per_node, name = parse_gpus(query.gpus)
+        gpu, said = gpu_by_name(kb, name)
+        notes.extend(said)
+        return nodes, per_node, gpu
+    nodes, per_node, name = parse_gpus(query.gpus)
+    if name.isdigit() and nodes == 1:  # 2x8 with a spec: nodes x GPUs per node
+        nodes, per_node, name = per_node, int(name), ""
+    return nodes, per_node, _gpu_spec(kb, Path(query.gpu_spec), name, notes)
+
+
+def _gpu_spec(kb: KnowledgeBase, path: Path, name: str, notes: list[str]) -> Any:
+    """A GPU from a YAML file of the catalog's GPU fields; the fields it leaves out
+    are the catalog's generic GPU's, said in a note. --gpus may name the card (the
+    spec's name) or give its memory."""
+    from kbsolve.catalog import load_yaml
+    from kbsolve.program.facts import assumed_note, gpu_memory
+    flag = f"--gpu-spec {path}"
+    generic = kb.catalog.generic_gpu
+    if not path.is_file():
+        raise KbError(Diagnostic(f"--gpu-spec: no such file '{path}'"))
+    if generic is None:
+        raise KbError(Diagnostic(f"{flag}: the catalog has no generic GPU to fill in fields"))
+    data, positions = load_yaml(path)
+    if not isinstance(data, dict):
+        raise KbError(Diagnostic(f"{flag}: a GPU spec is a mapping of fields"))
+    given = dict(data)
+    given.setdefault("name", path.stem)
+    given.setdefault("source", f"user spec {path}")
+    memory = gpu_memory(kb, name) if name else None
+    if name and memory is None and name.lower() != str(given["name"]).lower():
+        raise KbError(Diagnostic(f"--gpus names '{name}' but {flag} describes "
+                                 f"'{given['name']}'; give --gpus COUNT (for example 2)"))
+    if memory is not None:
+        if "memory_gib" in given:
+            raise KbError(Diagnostic(f"--gpus gives the memory ({name}) and {flag} too "
+                                     f"(memory_gib {given['memory_gib']}); give one"))
+        given["memory_gib"] = memory[0]
+    if "memory_gib" not in given:
+        raise KbError(Diagnostic(f"{flag}: memory_gib is missing (the one figure never "
+                                 f"assumed); or give it in --gpus, e.g. 2x16GB"))
+    try:
+        gpu = generic.entry(given, kb.vocabulary)
+    except KbError as error:
+        raise KbError(Diagnostic(f"{flag}: {error.diagnostics[0].message}")) from None
+    guessed = generic.assumed(given)
+    said = f"GPU '{gpu.name}' from {flag}"
+    notes.append(said + ("; " + assumed_note(generic, given, f"add them to {path.name}")
+                         if guessed else ""))
+    return gpu
+
+
+def _model(kb: KnowledgeBase, text: str, notes: list[str] | None = None) -> Any:
     path = Path(text)
     if path.suffix == ".json" or path.is_dir() or (path.name == "config.json"):
         target = path / "config.json" if path.is_dir() else path
@@ -253,7 +308,19 @@ def _model(kb: KnowledgeBase, text: str) -> Any:
         return model_from_hf_config(target, vocabulary=kb.vocabulary)
     if path.suffix in (".yaml", ".yml"):
         return _model_spec(kb, path)
-    return kb.catalog.model(text)
+    found = kb.catalog.find("model", text)
+    if found is not None:
+        return found
+    suffixes = kb.vocabulary.enum_values("hub_variant")
+    variant = kb.catalog.variant("model", text, suffixes)
+    if variant is None:
+        return kb.catalog.model(text)  # unknown: the error and its suggestions
+    model, base, removed = variant
+    if notes is not None:
+        notes.append(f"model '{text}' read as {model.name}: a {''.join(removed)} variant of "
+                     f"{base}, the same architecture (kb/core/vocabulary.kb enum hub_variant)"
+                     + (f"; catalog note: {model.notes}" if getattr(model, "notes", None) else ""))
+    return model
 
 
 def _model_spec(kb: KnowledgeBase, path: Path) -> Any:

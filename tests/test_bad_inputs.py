@@ -175,7 +175,8 @@ CASES = [
     ("set_bool_not_bool", Q + ["--set", "bf16=maybe"], 2, "true or false"),
     ("set_int_not_number", Q + ["--set", "lora_rank=abc"], 2, "takes a number"),
     ("set_old_alias_key", Q + ["--set", "use_liger=true"], 2, "enable_liger_kernel"),
-    ("set_old_alias_value", Q + ["--set", "quantization_method=bitsandbytes"], 2, "'bnb'"),
+    ("set_unknown_repository_file", Q + ["--set", "deepspeed=examples/deepspeed/ds_z3_fp8_config.json"],
+     2, "examples/deepspeed/ds_z3_config.json"),
     ("estimate_set_malformed", ["estimate", "--gpus", "8xA100", "--model", "qwen3-8b",
                                 "--set", "deepspeed"], 2, "not key=value"),
     # --- other flags ----------------------------------------------------------------------
