@@ -30,6 +30,7 @@ class Problem:
     consent: tuple = ()  # Rules: the optins that are neither pinned nor allowed
     host_budget_source: str = ""  # "--host-ram" or "the assumed node"
     defaulted: frozenset = frozenset()  # pins the query made itself (the default task)
+    by_task: str | None = None  # the option --task pinned
 
     def pin_detail(self, key: str) -> str:
         """Why a pinned option has its value, in words that are true."""
@@ -40,6 +41,8 @@ class Problem:
         shown = str(value).lower() if isinstance(value, bool) else str(value)
         if key in self.defaulted:
             return f"{option.name}={shown}: the framework's default task (--task changes it)"
+        if key == self.by_task:
+            return f"{option.name}={shown}: --task {shown}"
         return f"you set {option.name}={shown}"
 
     @property

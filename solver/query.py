@@ -82,11 +82,14 @@ def resolve(kb: KnowledgeBase, query: Query, consent: bool = True) -> Resolved:
         notes.append("passed through as given, not modelled: " + ", ".join(
             o.name for o in through) + " (no memory, speed, rule or warning reads them)")
     task_option = kb.frameworks[framework].task_option
+    by_task = None
     if query.task is not None:
         if not task_option:
             raise KbError(Diagnostic(f"--task: {framework} has no task option"))
         key, value = parse_pin(kb, framework, f"{task_option}={query.task}")
-        pins.setdefault(key, value)
+        if key not in pins:
+            pins[key] = value
+            by_task = key
     defaulted = set()
     if query.task is None and task_option:
         option = kb.options[f"{framework}.{task_option}"]
@@ -97,6 +100,7 @@ def resolve(kb: KnowledgeBase, query: Query, consent: bool = True) -> Resolved:
         _batch_from_pins(kb, framework, facts, pins, notes)
     problem = build_problem(kb, framework, facts, pins)
     problem.defaulted = frozenset(defaulted)
+    problem.by_task = by_task
     problem.objective = query.objective
     if consent:
         problem.consent = consent_rules(kb, framework, problem.evaluator, pins,
