@@ -34,11 +34,12 @@ def _table(d: dict) -> str:
     out.append("\nConfig:")
     kinds = {c["key"]: c for c in d.get("explanation", [])}
     shown = {k: v for k, v in d["config"].items() if worth_showing(kinds.get(k), v)}
-    width = max(len(k) for k in shown) if shown else 0
+    labels = {k: label(k, kinds.get(k)) for k in shown}
+    width = max(len(v) for v in labels.values()) if shown else 0
     for key, value in shown.items():
         choice = kinds.get(key)
         why = f"  [{choice['kind']}] {short(choice)}" if choice else ""
-        out.append(f"  {key.ljust(width)}  {json.dumps(value, ensure_ascii=False)}{why}")
+        out.append(f"  {labels[key].ljust(width)}  {json.dumps(value, ensure_ascii=False)}{why}")
     hidden = len(d["config"]) - len(shown)
     if hidden:
         out.append(f"  ... and {hidden} more at their defaults or not applying here "
@@ -66,6 +67,14 @@ def _table(d: dict) -> str:
     if d.get("launch"):
         out.append(f"\nLaunch: {d['launch']}")
     return "\n".join(out)
+
+
+def label(key: str, choice: dict | None) -> str:
+    """The framework's key, and the option's name where it differs (the name is
+    what --set and the explanations use)."""
+    if choice is None or key.rsplit(".", 1)[-1] == choice["option"]:
+        return key
+    return f"{key} ({choice['option']})"
 
 
 def worth_showing(choice: dict | None, value) -> bool:

@@ -72,6 +72,11 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
 TIE_PCT = 0.5  # differences in time below this are ties, not reasons
 
 
+def shown(value) -> str:
+    """A value as the user writes it (--set, YAML): true, not True."""
+    return str(value).lower() if isinstance(value, bool) else str(plain(value))
+
+
 def _fixed(problem: Problem, option, base: dict, assignment: dict[str, Any]) -> Choice:
     if is_recipe(problem.kb, option):
         cited = provenance(problem, option, assignment) or [option]
@@ -238,11 +243,11 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         pct = float((n.time_per_work / metrics.time_per_work - 1) * 100) \
             if metrics.time_per_work else 100.0
         if pct >= TIE_PCT:
-            detail = f"{option.name}={plain(alt)} fits but is {pct:.1f}% slower"
+            detail = f"{option.name}={shown(alt)} fits but is {pct:.1f}% slower"
             return Choice(**base, kind="speed", reasons=[Reason(rule="speed", detail=detail)]
                           + _changed_terms(problem, metrics, n) + rules)
         tie = Choice(**base, kind="tie", reasons=[Reason(
-            rule="tie", detail=f"a tie: {option.name}={plain(alt)} also fits and is within "
+            rule="tie", detail=f"a tie: {option.name}={shown(alt)} also fits and is within "
                                f"{TIE_PCT}% in time ({pct:.2f}% slower); "
                                + ("the default is kept" if base["is_default"] else
                                   "the plan keeps the faster"))] + rules)
@@ -251,7 +256,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     if too_big:
         alt, n = min(too_big, key=lambda p: p[1].levels["device"])
         over = n.levels["device"] - problem.budget_bytes
-        detail = (f"{option.name}={plain(alt)} would need {gib(over):.2f} GiB more than the "
+        detail = (f"{option.name}={shown(alt)} would need {gib(over):.2f} GiB more than the "
                   f"budget")
         return Choice(**base, kind="memory", reasons=[Reason(rule="memory:fit", detail=detail)]
                       + _grown_terms(problem, metrics, n) + rules)
@@ -266,7 +271,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
             alt, n = min(smaller, key=lambda p: p[1].levels["device"])
             saved = gib(n.levels["device"] - metrics.levels["device"])
             return Choice(**base, kind="memory", reasons=[Reason(
-                rule="memory", detail=f"as fast as {option.name}={plain(alt)} and "
+                rule="memory", detail=f"as fast as {option.name}={shown(alt)} and "
                                       f"{saved:.2f} GiB smaller (ties go to lower memory)")]
                 + _grown_terms(problem, metrics, n))
     if tie is not None:
@@ -275,7 +280,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         alt, n = coupled[0]
         needs = ", ".join(r.split(".", 1)[1] for r in n.broken) or "an option's 'when'"
         return Choice(**base, kind="optimum", reasons=[Reason(
-            rule="optimum", detail=f"{option.name}={plain(alt)} needs other changes too "
+            rule="optimum", detail=f"{option.name}={shown(alt)} needs other changes too "
                                    f"(alone it breaks {needs}); the search weighed every such "
                                    f"plan and this one is fastest")] + rules)
     detail = "nothing depends on it" if value == option.default else \
@@ -384,9 +389,9 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reaso
         for part in core:
             kind, _, name = part.partition(":")
             if kind == "rule" and name not in found:
-                shown = str(alt).lower() if isinstance(alt, bool) else str(plain(alt))
+                text = shown(alt)
                 found[name] = reason(problem.rule(name), detail=consent_detail(
-                    problem.kb, name, shown) or f"{name.split('.', 1)[1]} rules out {shown}")
+                    problem.kb, name, text) or f"{name.split('.', 1)[1]} rules out {text}")
                 optin = optin_of(problem.kb, name)
                 found[name].optin_group = optin.group if optin is not None else ""
             elif kind == "when" and part not in found:

@@ -139,6 +139,7 @@ class Estimate(BaseModel):
     model: str
     config: dict[str, Any]
     feasible: bool
+    notes: list[str] = Field(default_factory=list)
     broken: list[Reason] = Field(default_factory=list)
     memory: Memory
     speed: Speed

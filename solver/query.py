@@ -309,7 +309,7 @@ def _model(kb: KnowledgeBase, text: str, notes: list[str] | None = None) -> Any:
         target = path / "config.json" if path.is_dir() else path
         if not target.exists():
             raise KbError(Diagnostic(f"--model: no such file '{target}'"))
-        return model_from_hf_config(target, vocabulary=kb.vocabulary)
+        return model_from_hf_config(target, vocabulary=kb.vocabulary, table=kb.catalog.hf)
     if path.suffix in (".yaml", ".yml"):
         return _model_spec(kb, path)
     found = kb.catalog.find("model", text)

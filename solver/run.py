@@ -162,10 +162,13 @@ def _bigger(kb: KnowledgeBase, resolved: Resolved):
     bigger = sorted((g for g in kb.catalog.gpus.values()
                      if g.memory_gib > resolved.gpu.memory_gib and g.vendor == resolved.gpu.vendor),
                     key=lambda g: g.memory_gib)
+    same = len(candidates)
     candidates += [f"{nodes}x{per_node}x{g.name}" if nodes > 1 else f"{per_node}x{g.name}"
                    for g in bigger[:4]]
-    return [(c, lambda c=c: resolve(kb, query.model_copy(update={"gpus": c})).problem)
-            for c in candidates]
+    # a catalog card replaces the --gpu-spec; more of the same card keeps it
+    return [(c, lambda c=c, i=i: resolve(kb, query.model_copy(update={
+        "gpus": c, **({} if i < same else {"gpu_spec": None})})).problem)
+        for i, c in enumerate(candidates)]
 
 
 def _alternatives(problem, outcome: Outcome, query: Query, explanations,
@@ -218,7 +221,7 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
                     gpu=resolved.gpu.name, model=resolved.model.name,
                     model_facts=model_facts(problem, resolved.model),
                     config=report.config(problem, assignment),
-                    feasible=metrics.feasible, broken=broken,
+                    feasible=metrics.feasible, broken=broken, notes=resolved.notes,
                     memory=report.memory(problem, metrics),
                     speed=report.speed(problem, metrics, assignment),
                     warnings=report.warnings(problem, metrics))
