@@ -7,7 +7,6 @@ collected and raised together.
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 
 import networkx as nx
@@ -26,7 +25,6 @@ FILE_KINDS = ("yaml", "json", "env", "params", "script", "requirements")
 PRIORITIES = ("P0", "P1", "P2")
 LOCATIONS = ("gpu", "host")
 UNKNOWN_KEY_MODES = ("ignore", "error")
-PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `${X}` is the shell's own
 
 
 def check(modules: list[ast.Module], sink: DiagnosticSink, *, partial: bool = False,
@@ -815,7 +813,7 @@ class _Checker:
                                             if o.framework == framework.name
                                             for e in o.emits if e.target in params})
             for launch in framework.launches:
-                for name in PLACEHOLDER.findall(launch.command):
+                for name in kb.PLACEHOLDER.findall(launch.command):
                     if name not in known:
                         self.sink.error(f"unknown placeholder '{{{name}}}' in a launch command"
                                         f"{did_you_mean(name, known)}", launch.span,

@@ -7,6 +7,7 @@ where the scope is a framework or `core`.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -78,6 +79,10 @@ class ValueAlias:
     new: Any
     note: str
     span: Span
+
+
+# A launch template's `{file}` or `{PARAM}`; `${X}` is the shell's own.
+PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
 from kbsolve.diagnostics import Diagnostic, KbError
-from kbsolve.dsl.check import PLACEHOLDER
-from kbsolve.dsl.kb import Framework, KnowledgeBase
+from kbsolve.dsl.kb import PLACEHOLDER, Framework, KnowledgeBase
 from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import option_key, plain
 

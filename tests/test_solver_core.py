@@ -45,7 +45,7 @@ def small_random_problem(kb, seed, free_count=4):
     return problem_for(kb, gpus, model, pins)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True,
+@settings(max_examples=75, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**9), free_count=st.integers(2, 5),
        objective=st.sampled_from(["speed", "memory"]))
