@@ -73,6 +73,19 @@ def _pin_text(problem: Problem, part: str) -> str:
     return f"{option.name}={shown}"
 
 
+FEASIBILITY_BUDGET = 20_000  # branch-and-bound nodes before Z3 decides a candidate
+
+
+def _feasible(problem: Problem) -> bool:
+    """Some plan fits: a first-plan search of the branch and bound, Z3 only when its
+    counted budget runs out."""
+    from kbsolve.solver.search import Search
+    found = Search(problem).run(first=True, budget=FEASIBILITY_BUDGET)
+    if found.status == "budget":
+        return CoreFinder(Model(problem)).clash() is None
+    return found.chosen is not None
+
+
 def hardware(candidates: list[tuple[str, Callable[[], Problem]]], limit: int = 2) -> list[Fix]:
     """The first hardware candidates (cheapest first) under which the pins and rules hold."""
     fixes = []
@@ -81,7 +94,7 @@ def hardware(candidates: list[tuple[str, Callable[[], Problem]]], limit: int = 2
             problem = build()
         except Exception:  # a candidate the catalog cannot describe is simply skipped
             continue
-        if CoreFinder(Model(problem)).clash() is None:
+        if _feasible(problem):
             fixes.append(Fix(kind="hardware", gpus=gpus, description=f"use {gpus}"))
             if len(fixes) >= limit:
                 break
