@@ -135,34 +135,28 @@ def _let_options(kb: KnowledgeBase, key: str) -> set[str]:
 
 
 def options_read(kb: KnowledgeBase, root: ir.Node, seen: set | None = None) -> set[str]:
-    used: set[str] = set()
-    seen = set() if seen is None else seen
-    stack = [root]
-    while stack:
-        for node in ir.walk(stack.pop()):
-            if isinstance(node, ir.OptionRef):
-                used.add(node.option)
-            elif isinstance(node, ir.LetRef) and node.let not in seen:
-                seen.add(node.let)
-                stack.append(kb.lets[node.let].expr)
-            elif isinstance(node, ir.MemorySum):
-                stack += [t.expr for t in kb.memory.values() if t.framework == node.framework
-                          and t.level == node.level and t.location == "gpu"]
-    return used
+    """The options a node reads, through lets and memory sums."""
+    return _reads(kb, root, ir.OptionRef, set() if seen is None else seen, sums=True)
 
 
 def facts_read(kb: KnowledgeBase, root: ir.Node) -> set[str]:
     """The facts a node reads, through lets (memory sums excluded)."""
+    return _reads(kb, root, ir.FactRef, set(), sums=False)
+
+
+def _reads(kb: KnowledgeBase, root: ir.Node, kind: type, seen: set, sums: bool) -> set[str]:
     used: set[str] = set()
-    seen: set[str] = set()
     stack = [root]
     while stack:
         for node in ir.walk(stack.pop()):
-            if isinstance(node, ir.FactRef):
-                used.add(node.path)
+            if isinstance(node, kind):
+                used.add(node.option if kind is ir.OptionRef else node.path)
             elif isinstance(node, ir.LetRef) and node.let not in seen:
                 seen.add(node.let)
                 stack.append(kb.lets[node.let].expr)
+            elif sums and isinstance(node, ir.MemorySum):
+                stack += [t.expr for t in kb.memory.values() if t.framework == node.framework
+                          and t.level == node.level and t.location == "gpu"]
     return used
 
 

@@ -4,6 +4,7 @@ the facts, and the constraints and terms that apply."""
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -131,23 +132,26 @@ def check_satisfiable(problem: Problem, fact: str, flag: str) -> None:
 
 
 def _holds_somewhere(problem: Problem, facts: dict, rule) -> bool | None:
-    """Whether some assignment of the rule's options satisfies it (None: too many)."""
-    import itertools
+    """Whether some assignment of the rule's options satisfies it and the consent
+    rules on those options (None: too many to try)."""
     reads = sorted(k for k in options_read(problem.kb, rule.constraint) if k in problem.choices)
-    consent = [c.constraint for c in problem.consent
-               if options_read(problem.kb, c.constraint) <= set(reads)]
-    domains = [problem.choices[k] for k in reads]
-    size = 1
-    for domain in domains:
-        size *= len(domain)
-    if size > SATISFIABLE_LIMIT:
+    consent = [c for c in problem.consent if options_read(problem.kb, c.constraint) <= set(reads)]
+    if math.prod(len(problem.choices[k]) for k in reads) > SATISFIABLE_LIMIT:
         return None
-    evaluator = Evaluator(problem.kb, problem.framework, facts)
     base = {**{o.key: o.default for o in problem.options}, **problem.fixed, **problem.pinned}
-    for values in itertools.product(*domains):
-        assignment = {**base, **dict(zip(reads, values))}
-        if evaluator.run(rule.constraint, assignment) and \
-                all(evaluator.run(c, assignment) for c in consent):
+    return satisfiable(problem, [rule, *consent], reads, base,
+                       Evaluator(problem.kb, problem.framework, facts))
+
+
+def satisfiable(problem: Problem, rules: list, keys: list[str], assignment: dict,
+                evaluator: Evaluator | None = None) -> bool:
+    """Some values of the options `keys` (over their choices), the rest as in
+    `assignment`, meet every rule."""
+    import itertools
+    run = (evaluator or problem.evaluator).run
+    for values in itertools.product(*(problem.choices[k] for k in keys)):
+        full = {**assignment, **dict(zip(keys, values))}
+        if all(run(r.constraint, full) for r in rules):
             return True
     return False
 

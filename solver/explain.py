@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from kbsolve.program.consent import consent_detail, optin_of
 from kbsolve.program.metrics import Metrics, measure, sort_key
-from kbsolve.program.problem import Problem
+from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.plan import Choice, Reason
 from kbsolve.solver.report import gib, option_key, plain, reason
@@ -118,7 +118,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         if (key, repr(value)) in witnessed:
             return None
         for rule, others in local.get(key, ()):  # a rule that alone rules it out
-            if not _satisfiable(problem, rule, others, {**assignment, key: value}):
+            if not satisfiable(problem, [rule], others, {**assignment, key: value}):
                 return [f"rule:{rule.framework}.{rule.id}"]
         repaired = _repaired(problem, search, assignment, key, value)
         if repaired is not None:
@@ -149,14 +149,6 @@ def _local_rules(problem: Problem) -> dict[str, list]:
             if math.prod(len(problem.choices[k]) for k in others) <= LOCAL_LIMIT:
                 found.setdefault(key, []).append((rule, others))
     return found
-
-
-def _satisfiable(problem: Problem, rule, others: list[str], assignment: dict[str, Any]) -> bool:
-    import itertools
-    for values in itertools.product(*(problem.choices[k] for k in others)):
-        if problem.evaluator.run(rule.constraint, {**assignment, **dict(zip(others, values))}):
-            return True
-    return False
 
 
 REPAIR_TRIES = 64  # float views tried before a feasibility search
