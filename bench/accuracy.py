@@ -1,19 +1,26 @@
-"""Memory accuracy against published measurements (../shared/data/memory_measurements.yaml).
+"""Memory and speed accuracy against published measurements: the shared dev set
+(../shared/data/memory_measurements.yaml) and the project's own rows in the same format
+(bench/data/measurements/*.yaml).
 
 Each LLM row becomes a `kbsolve estimate` of the generic `pytorch` framework with
 the row's settings, compared at the level the row measured (allocated, reserved
-or device). Beside it: two public baselines on the same rows, weights x 4
-(accelerate's estimate-memory rule of thumb for Adam training) and model states
-only (DeepSpeed's formula). Rows the model cannot express (adapters other than
-LoRA, diffusion and video runs) are counted and listed as skipped.
+or device), and its throughput with the estimate's tokens/s per GPU. Every figure
+is given twice: with the committed calibration (kb/core/calibration.kb) on the
+whole set, and leave-one-source-out (each source's rows predicted by constants
+fitted without them; bench/fit.py). Beside it: two public baselines on the same
+rows, weights x 4 (accelerate's estimate-memory rule of thumb for Adam training)
+and model states only (DeepSpeed's formula). Rows the model cannot express
+(adapters other than LoRA, diffusion and video runs) are counted and listed as
+skipped.
 
-    python bench/accuracy.py [--data PATH] [--json]
+    python bench/accuracy.py [--data PATH ...] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -25,16 +32,19 @@ import yaml
 SHARED = Path(os.environ.get("KBSOLVE_SHARED_DIR") or
               Path(__file__).resolve().parents[2] / "shared")  # as the tests find it
 DATA = SHARED / "data" / "memory_measurements.yaml"
+OWN = Path(__file__).resolve().parent / "data" / "measurements"
 GIB = 2**30
-GPU_NAMES = {"A100-40GB": "A100-40G-SXM", "A100-80GB": "A100-80G-SXM", "A100": "A100-80G-SXM",
-             "RTX4090": "RTX-4090", "L40S": "L40S", "A6000": "RTX-A6000",
+# The data's GPU names that are not catalog names or aliases; others resolve in the catalog.
+GPU_NAMES = {"A100-40GB": "A100-40G-SXM", "A100-80GB": "A100-80G-SXM", "H100-80GB": "H100-SXM",
              "unknown": "A100-80G-SXM"}
 LEVEL = {"allocated": "allocated", "active": "allocated", "reserved": "reserved",
          "reserved-p99": "reserved", "nvidia-smi": "device", "unknown": "reserved"}
 TARGETS = {
     ("q_proj", "v_proj"): "qv",
     ("k_proj", "q_proj", "v_proj"): "qkv",
+    ("k_proj", "o_proj", "q_proj", "v_proj"): "qkvo",
     ("down_proj", "gate_proj", "up_proj"): "mlp",
+    ("down_proj", "gate_proj", "k_proj", "q_proj", "up_proj", "v_proj"): "qkv_mlp",
     ("down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"): "all",
     ("down_proj", "gate_proj", "o_proj", "q_proj", "up_proj", "v_proj"): "all",
     ("down_proj", "gate_proj", "k_proj", "lm_head", "o_proj", "q_proj", "up_proj",
@@ -44,9 +54,9 @@ METHODS = {"lora": "lora", "dora": "lora", "qlora": "qlora", "full": "full"}
 OPTIMIZERS = {"adamw": "adamw", "adamw-fused": "adamw", "adamw8bit": "adamw8bit",
               "paged-adamw": "paged-adamw", "paged-adamw8bit": "paged-adamw8bit",
               "cpu-offload-adamw": "cpu-offload-adamw"}
-SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp",
-            "fsdp-full-shard+cpu-offload": "fsdp-offload"}
-POWERS = [1, 2, 4, 8, 16, 32, 64]
+SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp", "zero3": "fsdp",
+            "fsdp-shard-grad-op": "shard-grad-op", "zero2": "shard-grad-op",
+            "fsdp-full-shard+cpu-offload": "fsdp-offload", "zero3+offload-all": "fsdp-offload"}
 # What a source's training script does that its table rows do not say, read from the
 # script itself. LitGPT finetune/lora.py @8641822: FSDPStrategy(auto_wrap_policy={Block})
 # puts the LoRA adapters in the same unit as the frozen block weights, and gradient
@@ -59,6 +69,11 @@ SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_unit
                    ("torchtune", "fsdp-offload"): {"logits_fp32": "true"}}
 
 
+def script(row: dict) -> str:
+    """The training program: the row's `framework`, else its source (the id's first token)."""
+    return row.get("framework") or row["id"].split("-")[0]
+
+
 def model_spec(name: str, m: dict) -> dict:
     return {"name": name, "kind": "llm", "family": name.split("-")[0], "model_type": name,
             "hf_id": m.get("hf_id"), "params_b": m["params_b"], "layers": m["num_hidden_layers"],
@@ -68,6 +83,9 @@ def model_spec(name: str, m: dict) -> dict:
             "vocab": m["vocab_size"], "tied_embeddings": bool(m.get("tie_word_embeddings")),
             "max_positions": m.get("max_position_embeddings", 2048),
             "mlp": "swiglu" if m.get("mlp") == "swiglu" else "gelu",
+            **({"experts": m["num_experts"], "experts_active": m["num_experts_per_tok"],
+                "moe_intermediate": m.get("moe_intermediate_size", m.get("intermediate_size"))}
+               if m.get("num_experts") else {}),
             "source": "shared/data/memory_measurements.yaml"}
 
 
@@ -86,7 +104,7 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     method = METHODS.get(row["method"])
     sharding = SHARDING.get(row.get("distributed", "none"))
     optimizer = OPTIMIZERS.get(row.get("optimizer"))
-    if None in (method, sharding, optimizer) or row.get("micro_batch") not in POWERS:
+    if None in (method, sharding, optimizer) or not row.get("micro_batch"):
         return None
     out = {"method": method, "precision": row.get("precision", "bf16-true"),
            "optimizer": optimizer,
@@ -95,7 +113,7 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
            else "full",
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
-    out.update(SCRIPT_SETTINGS.get((row["id"].split("-")[0], sharding), {}))
+    out.update(SCRIPT_SETTINGS.get((script(row), sharding), {}))
     out["packing"] = "false" if row.get("packing") is False else "true"
     out["compile"] = "true" if row.get("compile") is True else "false"
     if row["method"] == "dora":
@@ -117,6 +135,20 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     return out
 
 
+def length_unknown(row: dict) -> bool:
+    """Batches padded to a length the row does not give: packing not stated, or a seq_len
+    that is only the truncation limit of shorter samples. The estimate at seq_len is then an
+    upper bound: such rows count for under-prediction and fit, not for MAPE or speed."""
+    return row.get("packing") == "unknown" or (
+        row.get("packing") is False and "only the truncation limit" in row.get("seq_len_note", ""))
+
+
+def _gpu_name(kb, name: str) -> str | None:
+    name = GPU_NAMES.get(name, name)
+    entry = kb.catalog.find("gpu", name)
+    return entry.name if entry else None
+
+
 def measured_gib(row: dict) -> float | None:
     if row.get("peak") is None:
         return None
@@ -124,15 +156,34 @@ def measured_gib(row: dict) -> float | None:
     return row["peak"] * scale / GIB
 
 
-def evaluate(data_path: Path = DATA) -> dict:
+def data_files() -> list[Path]:
+    return [DATA] + sorted(OWN.glob("*.yaml"))
+
+
+def load_rows(paths: list[Path]) -> tuple[dict, list[dict]]:
+    """Models and measurements of every file; a model key names one model everywhere."""
+    models, rows = {}, []
+    for path in paths:
+        data = yaml.safe_load(path.read_text()) or {}
+        for key, model in (data.get("models") or {}).items():
+            models.setdefault(key, model)
+        rows += data.get("measurements") or []
+    return models, rows
+
+
+def evaluate(paths: list[Path] | Path | None = None) -> dict:
     from kbsolve import api
     from kbsolve.diagnostics import KbError
-    data = yaml.safe_load(data_path.read_text())
+    if isinstance(paths, Path):
+        paths = [paths]
+    models, measurements = load_rows(paths or data_files())
     kb = api.load_kb()
-    models = data["models"]
     results, skipped = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for row in data["measurements"]:
+        for row in measurements:
+            if row.get("model") not in models:
+                skipped.append((row["id"], "unknown model", ""))
+                continue
             model = models[row["model"]]
             settings = settings_for(row, model) if model.get("kind") == "llm" else None
             if settings is None or row.get("duplicate_of"):
@@ -141,7 +192,10 @@ def evaluate(data_path: Path = DATA) -> dict:
             spec = Path(tmp) / f"{row['model']}.yaml"
             if not spec.exists():
                 spec.write_text(yaml.safe_dump(model_spec(row["model"], model)))
-            gpu = GPU_NAMES.get(row.get("emulated_gpu") or row["gpu"], "A100-80G-SXM")
+            gpu = _gpu_name(kb, row.get("emulated_gpu") or row["gpu"])
+            if gpu is None:
+                skipped.append((row["id"], f"unknown GPU {row['gpu']}", ""))
+                continue
             query = {"gpus": f"{row['gpus']}x{gpu}", "model": str(spec), "framework": "pytorch",
                      "seq_len": row.get("seq_len") or 2048, "headroom": 0.0}
             try:
@@ -164,16 +218,75 @@ def _compare(row: dict, estimate, model: dict) -> dict:
     accelerate = params * 2 * 4 / GIB
     deepspeed = (params * weight_bytes + trainable * 16) / shards / GIB
     out = {"id": row["id"], "source": row["id"].split("-")[0], "grade": row.get("grade"),
+           "method_class": METHODS.get(row["method"]), "gpus": row["gpus"],
+           "length_unknown": length_unknown(row),
+           "levels": levels, "breakdown": {i.term: i.gib for i in estimate.memory.breakdown
+                                           if i.location == "gpu"},
+           "step_time_s": estimate.speed.step_time_s,
+           "speed_terms": {k: v for k, v in estimate.speed.terms.items()
+                           if k not in FACTOR_TERMS(estimate)},
+           "speed_factors": {k: v for k, v in estimate.speed.terms.items()
+                             if k in FACTOR_TERMS(estimate)},
            "metric": row.get("metric"),
            "level": level, "measured": measured_gib(row), "predicted": round(predicted, 3),
            "accelerate": round(accelerate, 3), "deepspeed": round(deepspeed, 3),
            "outcome": row.get("outcome"), "gpu_gib": estimate.memory.gpu_gib,
            "predicted_fits": levels["device"] <= estimate.memory.gpu_gib}
-    tput = row.get("throughput") or {}
-    if tput.get("unit") == "tok/s/gpu":
-        out["tokens_per_s_gpu"] = tput["value"]
+    measured_tput = tokens_per_s_gpu(row, model, estimate.memory.gpu_gib and _peak(estimate))
+    if measured_tput and row.get("packing") is True:  # padded batches: tokens per step unknown
+        out["tokens_per_s_gpu"] = measured_tput
         out["predicted_tokens_per_s_gpu"] = (estimate.speed.tokens_per_s or 0) / row["gpus"]
     return out
+
+
+def tokens_per_s_gpu(row: dict, model: dict, peak_flops: float) -> float | None:
+    """The row's published throughput as tokens/s per GPU, where its unit allows.
+
+    A per-GPU figure that would need more than the GPU's peak (at 4N FLOPs per token with
+    a frozen base, 6N for full training, no recompute counted) is the total over the GPUs:
+    torchtune's distributed recipes all-reduce num_tokens over the ranks and then log
+    num_tokens / time_per_step as tokens_per_second_per_gpu (recipes/
+    lora_finetune_distributed.py and full_finetune_distributed.py, 2024; later versions
+    divide by the world size)."""
+    tput = row.get("throughput") or {}
+    value, unit = tput.get("value"), tput.get("unit")
+    if not value:
+        return None
+    if unit == "tok/s":
+        return value / row["gpus"]
+    if unit == "tflops/gpu" and tput.get("flops_per_token"):
+        return value * 1e12 / tput["flops_per_token"]
+    if unit != "tok/s/gpu":
+        return None
+    flops_per_token = (6 if row["method"] == "full" else 4) * model["params_b"] * 1e9
+    if row["gpus"] > 1 and value * flops_per_token > peak_flops:
+        return value / row["gpus"]
+    return value
+
+
+def _peak(estimate) -> float:
+    """The GPU's dense 16-bit peak in FLOP/s, from the catalog."""
+    from kbsolve import api
+    gpu = api.load_kb().catalog.gpu(estimate.gpu)
+    return (gpu.bf16_tflops or gpu.fp16_tflops) * 1e12
+
+
+def FACTOR_TERMS(estimate) -> set:
+    """Speed terms that multiply the step time (unitless), not add to it."""
+    return {k for k in estimate.speed.terms if k in _factor_names()}
+
+
+def _factor_names() -> set:
+    global _FACTORS
+    if _FACTORS is None:
+        from kbsolve import api
+        kb = api.load_kb()
+        _FACTORS = {t.name for t in kb.speed.values()
+                    if t.kind == "factor" and t.framework == "pytorch"}
+    return _FACTORS
+
+
+_FACTORS = None
 
 
 def _mape(pairs) -> float | None:
@@ -210,12 +323,54 @@ def _figures(rows: list[dict]) -> dict:
     return out
 
 
+def fit_rows(result: dict) -> list[dict]:
+    """The rows the fit and the figures use: grades A and B."""
+    return [r for r in result["rows"] if r["grade"] in GRADES]
+
+
+def _speed_figures(rows: list[dict]) -> dict:
+    tput = [r for r in rows if r.get("tokens_per_s_gpu") and r.get("predicted_tokens_per_s_gpu")]
+    errors = sorted(abs(r["predicted_tokens_per_s_gpu"] / r["tokens_per_s_gpu"] - 1) for r in tput)
+    return {"throughput_rows": len(tput),
+            "spearman": _spearman([r["tokens_per_s_gpu"] for r in tput],
+                                  [r["predicted_tokens_per_s_gpu"] for r in tput]),
+            "median_abs_error_pct": round(100 * statistics.median(errors), 1) if errors else None}
+
+
+def _fit_figures(rows: list[dict]) -> dict:
+    """OOM rows predicted to overflow, and rows that ran predicted to fit, at the band's
+    upper end."""
+    oom = [r for r in rows if r["outcome"] == "oom"]
+    ran = [r for r in rows if r["outcome"] == "fits"]
+    return {"oom_rows": len(oom),
+            "oom_agreement_pct": round(100 * sum(not r["predicted_fits"] for r in oom)
+                                       / len(oom), 1) if oom else None,
+            "ran_rows": len(ran),
+            "ran_predicted_to_fit_pct": round(100 * sum(r["predicted_fits"] for r in ran)
+                                              / len(ran), 1) if ran else None}
+
+
+def _all_figures(rows: list[dict]) -> dict:
+    measured = [r for r in rows if r["measured"] is not None and not r["length_unknown"]]
+    bounds = [r for r in rows if r["measured"] is not None and r["length_unknown"]]
+    return {"rows_compared": len(measured), **_figures(measured)["predicted"],
+            "bound_rows": len(bounds),
+            "bound_rows_under_10pct": sum(r["predicted"] < 0.9 * r["measured"] for r in bounds),
+            **_fit_figures(rows), **_speed_figures(rows)}
+
+
 def summarise(result: dict) -> dict:
-    graded = [r for r in result["rows"] if r["grade"] in GRADES]
+    from bench import fit
+    graded = fit_rows(result)
+    committed = fit.committed_constants()
+    whole_rows = fit.whole(graded, committed)
+    loso_rows = fit.loso(graded, committed)
     rows = [r for r in graded if r["measured"] is not None]
     known = [r for r in rows if r["metric"] != "unknown"]
     summary = {"rows_compared": len(rows), "rows_known_metric": len(known),
-               "rows_skipped": len(result["skipped"])}
+               "rows_skipped": len(result["skipped"]),
+               "sources": sorted({r["source"] for r in graded}),
+               "whole": _all_figures(whole_rows), "loso": _all_figures(loso_rows)}
     summary["all"] = _figures(rows)
     summary["known_metric"] = _figures(known)
     for key in ("source", "grade"):
@@ -223,20 +378,24 @@ def summarise(result: dict) -> dict:
         for r in rows:
             groups.setdefault(r[key], []).append(r)
         summary[f"by_{key}"] = {k: {"rows": len(v), **_figures(v)} for k, v in sorted(groups.items())}
+    loso_by_source = {}
+    for r in loso_rows:
+        loso_by_source.setdefault(r["source"], []).append(r)
+    summary["loso_by_source"] = {k: _all_figures(v) for k, v in sorted(loso_by_source.items())}
     summary["under_predicted_rows"] = sorted(
-        (r["id"], round(r["predicted"] / r["measured"], 2)) for r in rows
-        if r["predicted"] < 0.9 * r["measured"])
-    oom = [r for r in graded if r["outcome"] == "oom"]
-    summary["oom_rows"] = len(oom)
-    summary["oom_agreement_pct"] = round(100 * sum(not r["predicted_fits"] for r in oom)
-                                         / len(oom), 1) if oom else None
-    tput = [r for r in graded if "tokens_per_s_gpu" in r]
-    summary["throughput_rows"] = len(tput)
-    summary["throughput_spearman"] = _spearman([r["tokens_per_s_gpu"] for r in tput],
-                                               [r["predicted_tokens_per_s_gpu"] for r in tput])
+        (r["id"], round(r["predicted"] / r["measured"], 2)) for r in loso_rows
+        if r["measured"] and r["predicted"] < 0.9 * r["measured"])
+    refit = fit.refit(graded)
+    summary["calibration"] = refit["constants"]
+    summary["calibration_drift"] = {k: list(v) for k, v in refit["drift"].items()}
     worst = sorted(rows, key=lambda r: -abs(r["predicted"] - r["measured"]) / r["measured"])[:8]
     summary["worst_rows"] = [(r["id"], r["metric"], round(r["measured"], 2), r["predicted"])
                              for r in worst]
+    tput = [r for r in whole_rows if r.get("tokens_per_s_gpu") and r.get("predicted_tokens_per_s_gpu")]
+    summary["worst_speed_rows"] = [
+        (r["id"], r["tokens_per_s_gpu"], round(r["predicted_tokens_per_s_gpu"]))
+        for r in sorted(tput, key=lambda r: -abs(math.log(r["predicted_tokens_per_s_gpu"]
+                                                          / r["tokens_per_s_gpu"])))[:8]]
     return summary
 
 
@@ -254,11 +413,17 @@ def _print(summary: dict, skipped: list) -> None:
     for key in ("source", "grade"):
         for name, figures in summary[f"by_{key}"].items():
             line(f"{key} {name}", figures, figures["rows"])
-    print("under-predicted by more than 10 %:", summary["under_predicted_rows"])
-    print(f"OOM rows predicted not to fit: {summary['oom_agreement_pct']} % "
-          f"of {summary['oom_rows']}")
-    print(f"throughput Spearman rho: {summary['throughput_spearman']} "
-          f"({summary['throughput_rows']} rows)")
+    print("under-predicted by more than 10 % (leave-one-source-out):", summary["under_predicted_rows"])
+    for name in ("whole", "loso"):
+        f = summary[name]
+        print(f"{name:>5}: memory MAPE {f['mape_pct']} % over {f['rows_compared']} rows, "
+              f"{100 * f['under_10pct_share']:.0f} % under by >10 %; OOM rows predicted to "
+              f"overflow {f['oom_agreement_pct']} % of {f['oom_rows']}; rows that ran predicted "
+              f"to fit {f['ran_predicted_to_fit_pct']} % of {f['ran_rows']}; speed rho "
+              f"{f['spearman']}, median abs error {f['median_abs_error_pct']} % over "
+              f"{f['throughput_rows']} rows")
+    print("calibration:", summary["calibration"], "drift:", summary["calibration_drift"])
+    print("worst speed rows (id, measured, predicted tok/s/GPU):", summary["worst_speed_rows"])
     print("worst rows (id, metric, measured GiB, predicted GiB):")
     for row in summary["worst_rows"]:
         print("  ", row)
@@ -271,7 +436,7 @@ def _print(summary: dict, skipped: list) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, action="append")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = evaluate(args.data)

@@ -492,10 +492,14 @@ def model_from_hf_config(path: str | os.PathLike, *, name: str | None = None,
         sink.error(message, at(key))
     if reading.missing:
         sink.items.append(_missing(reading, model_type or reader.model_type, file))
+    try:
+        params_b = int(params) / 1e9
+    except OverflowError:
+        sink.error("the config's sizes give more parameters than a number can hold", Span(file))
     sink.raise_if_errors(sources)
     hf_id = _str(cfg.get("_name_or_path"))
     spec_in.update(kind="llm", model_type=model_type, family=model_type,
-                   params_b=int(params) / 1e9,
+                   params_b=params_b,
                    name=name or hf_id or _name_from_path(file),
                    hf_id=hf_id or str(Path(file).resolve().parent), source=f"hf: {file}")
     if reader.mlp is not None:

@@ -1,0 +1,249 @@
+"""Fit the calibrated constants of kb/core/calibration.kb to the dev set, and the
+leave-one-source-out (LOSO) figures that say how well the fitted models generalize.
+
+The procedure (rerun by `python -m bench`; `python -m bench.fit --write` writes the result):
+
+1. Every dev-set row is estimated once with the committed constants (bench/accuracy.py).
+2. Speed. Each calibrated constant scales known speed terms linearly (SPEED_TERMS), so a
+   row's step time under other constants c is (sum_k c_k * B_k + F) * P, where B_k is
+   the terms of constant k per unit of it, F the other time terms (communication,
+   offload) and P the product of the factors. The constants minimise the sum of squared
+   relative errors of the step time over the rows with a published throughput, plus a
+   ridge term pulling each constant towards its prior (PRIORS, weight RIDGE), within
+   physical bounds (BOUNDS): projected coordinate descent on that convex quadratic, a
+   fixed number of sweeps in a fixed order, so the result is the same on every machine.
+3. Memory. allocator_fraction scales the allocator's pool above the allocated peak: the
+   reserved level is allocated * (1 + f). It minimises the squared relative error over the
+   rows whose metric is reserved (closed form, then bounded).
+4. LOSO: for every source (the first token of a row id), the constants are refitted
+   without its rows and its rows are predicted with them.
+5. Error bands: for each class of run (BAND_CLASSES, by method), the BAND_QUANTILE of
+   measured / LOSO-predicted memory, less 1 (0 when the model over-predicts); they become
+   the `memory_band_*` constants, which the frameworks' `error_band` memory term adds at the
+   device level so that "fits" is checked at the band's upper end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import sys
+from pathlib import Path
+
+CALIBRATION = Path(__file__).resolve().parents[1] / "kb" / "core" / "calibration.kb"
+
+# speed term (as the pytorch framework names it) -> the constant it is linear in
+SPEED_TERMS = {"gemms": "gemm_time_scale", "narrow_gemms": "gemm_narrow_scale",
+               "short_gemms": "gemm_short_scale", "attention_kernels": "attention_time_scale",
+               "score_traffic": "memory_time_scale", "memory_bound": "memory_time_scale",
+               "qlora_dequant": "dequant_time_scale", "layer_overhead": "layer_pass_seconds"}
+SPEED_CONSTANTS = ("gemm_time_scale", "gemm_narrow_scale", "gemm_short_scale",
+                   "attention_time_scale", "memory_time_scale", "dequant_time_scale",
+                   "layer_pass_seconds")
+# Priors: the physical judgement each constant starts from (a large GEMM at 70 % of peak,
+# attention kernels at their published share, elementwise kernels at 2/3 of HBM bandwidth,
+# 4-bit dequantization at a quarter of it, 0.2 ms per layer pass).
+PRIORS = {"gemm_time_scale": 1.4, "gemm_narrow_scale": 0.2, "gemm_short_scale": 0.2,
+          "attention_time_scale": 1.0, "memory_time_scale": 1.5, "dequant_time_scale": 4.0,
+          "layer_pass_seconds": 0.0002}
+# Lower bounds stay above 0 so that a committed constant always recovers its terms' basis.
+BOUNDS = {"gemm_time_scale": (1.0, 4.0), "gemm_narrow_scale": (0.001, 2.0),
+          "gemm_short_scale": (0.001, 2.0), "attention_time_scale": (0.5, 4.0),
+          "memory_time_scale": (1.0, 6.0), "dequant_time_scale": (1.0, 30.0),
+          "layer_pass_seconds": (0.000001, 0.005)}
+RIDGE = 0.5  # each prior weighs like half a row that is 100 % off
+SWEEPS = 400
+ALLOCATOR_BOUNDS = (0.0, 0.5)
+BAND_CLASSES = ("full", "lora", "qlora")
+BAND_QUANTILE = 0.9
+DIGITS = 3  # significant digits written to calibration.kb
+DRIFT = 0.01  # a refit within 1 % of the committed value is no drift (rounding)
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{DIGITS}g}") if value else 0.0
+
+
+# ---- speed -------------------------------------------------------------------------
+
+def speed_design(row: dict, committed: dict) -> tuple[list[float], float] | None:
+    """(a_k, b) with predicted / measured step time = sum_k a_k c_k + b, or None."""
+    measured, predicted = row.get("tokens_per_s_gpu"), row.get("predicted_tokens_per_s_gpu")
+    if not measured or not predicted:
+        return None
+    terms, factors = row["speed_terms"], row["speed_factors"]
+    step = row["step_time_s"]
+    product = math.prod(factors.values()) if factors else 1.0
+    measured_step = step * predicted / measured
+    per_constant = {name: 0.0 for name in SPEED_CONSTANTS}
+    fixed = 0.0
+    for name, value in terms.items():
+        constant = SPEED_TERMS.get(name)
+        if constant is None:
+            fixed += value
+        else:
+            per_constant[constant] += value / committed[constant]
+    a = [per_constant[name] * product / measured_step for name in SPEED_CONSTANTS]
+    return a, fixed * product / measured_step
+
+
+def fit_speed(rows: list[dict], committed: dict) -> dict:
+    design = [d for d in (speed_design(r, committed) for r in rows) if d]
+    c = [PRIORS[name] for name in SPEED_CONSTANTS]
+    scale = [PRIORS[name] or 1.0 for name in SPEED_CONSTANTS]
+    for _ in range(SWEEPS):
+        for k, name in enumerate(SPEED_CONSTANTS):
+            # minimise sum_i (a_i.c + b_i - 1)^2 + RIDGE * sum_k ((c_k - prior_k) / scale_k)^2 in c_k
+            num = RIDGE * PRIORS[name] / scale[k] ** 2
+            den = RIDGE / scale[k] ** 2
+            for a, b in design:
+                rest = sum(a[j] * c[j] for j in range(len(c)) if j != k) + b - 1
+                num -= a[k] * rest
+                den += a[k] * a[k]
+            low, high = BOUNDS[name]
+            c[k] = min(high, max(low, num / den)) if den else PRIORS[name]
+    return {name: _round(value) for name, value in zip(SPEED_CONSTANTS, c)}
+
+
+def predict_speed(row: dict, committed: dict, constants: dict) -> float | None:
+    """Predicted tokens/s per GPU of the row under other constants."""
+    d = speed_design(row, committed)
+    if d is None:
+        return None
+    a, b = d
+    ratio = sum(x * constants[n] for x, n in zip(a, SPEED_CONSTANTS)) + b  # predicted/measured step
+    return row["tokens_per_s_gpu"] / ratio if ratio > 0 else None
+
+
+# ---- memory ------------------------------------------------------------------------
+
+def _split_reserved(row: dict, committed: dict) -> tuple[float, float, float]:
+    """(allocated, other terms above it, the device-only terms) of the row, without the
+    allocator's pool and without the error band."""
+    levels, cache = row["levels"], row["breakdown"].get("allocator_cache", 0.0)
+    band = row["breakdown"].get("error_band", 0.0)
+    above = levels["reserved"] - levels["allocated"] - cache
+    device_only = levels["device"] - levels["reserved"] - band
+    return levels["allocated"], above, device_only
+
+
+def predict_memory(row: dict, committed: dict, fraction: float, level: str | None = None) -> float:
+    allocated, above, device_only = _split_reserved(row, committed)
+    reserved = allocated * (1 + fraction) + above
+    value = {"allocated": allocated, "reserved": reserved,
+             "device": reserved + device_only}[level or row["level"]]
+    return value
+
+
+def fit_allocator(rows: list[dict], committed: dict) -> float:
+    num = den = 0.0
+    for r in rows:
+        if r["metric"] not in ("reserved", "reserved-p99") or not r["measured"] \
+                or r["length_unknown"]:
+            continue
+        allocated, above, _ = _split_reserved(r, committed)
+        m = r["measured"]
+        num += allocated * (m - allocated - above) / m ** 2
+        den += allocated ** 2 / m ** 2
+    low, high = ALLOCATOR_BOUNDS
+    return _round(min(high, max(low, num / den))) if den else committed["allocator_fraction"]
+
+
+# ---- the whole procedure -----------------------------------------------------------
+
+def fit(rows: list[dict], committed: dict) -> dict:
+    constants = fit_speed(rows, committed)
+    constants["allocator_fraction"] = fit_allocator(rows, committed)
+    return constants
+
+
+def loso(rows: list[dict], committed: dict) -> list[dict]:
+    """Each row predicted by constants fitted without its source's rows."""
+    out = []
+    for source in sorted({r["source"] for r in rows}):
+        constants = fit([r for r in rows if r["source"] != source], committed)
+        for r in rows:
+            if r["source"] == source:
+                out.append(_predicted(r, committed, constants))
+    return out
+
+
+def whole(rows: list[dict], committed: dict) -> list[dict]:
+    return [_predicted(r, committed, committed) for r in rows]
+
+
+def _predicted(row: dict, committed: dict, constants: dict) -> dict:
+    out = dict(row)
+    if row["measured"] is not None:
+        out["predicted"] = predict_memory(row, committed, constants["allocator_fraction"])
+    out["predicted_device"] = predict_memory(row, committed, constants["allocator_fraction"],
+                                             "device")
+    out["predicted_tokens_per_s_gpu"] = predict_speed(row, committed, constants)
+    return out
+
+
+def bands(loso_rows: list[dict]) -> dict:
+    """memory_band_<class>: the BAND_QUANTILE of measured / predicted - 1 (at least 0)."""
+    out = {}
+    for cls in BAND_CLASSES:
+        ratios = sorted(r["measured"] / r["predicted"] - 1 for r in loso_rows
+                        if r["method_class"] == cls and r["measured"] and r.get("predicted")
+                        and not r["length_unknown"])
+        if not ratios:
+            out[f"memory_band_{cls}"] = 0.0
+            continue
+        index = min(len(ratios) - 1, math.ceil(BAND_QUANTILE * len(ratios)) - 1)
+        out[f"memory_band_{cls}"] = _round(max(0.0, ratios[index]))
+    return out
+
+
+# ---- calibration.kb ----------------------------------------------------------------
+
+LET = re.compile(r"^(let (\w+): (\w+) = )([0-9.e+-]+)( \w+)?( \{)$", re.M)
+
+
+def committed_constants(text: str | None = None) -> dict:
+    text = CALIBRATION.read_text() if text is None else text
+    return {m.group(2): float(m.group(4)) for m in LET.finditer(text)}
+
+
+def rewrite(values: dict, text: str | None = None) -> str:
+    text = CALIBRATION.read_text() if text is None else text
+
+    def sub(m):
+        if m.group(2) not in values:
+            return m.group(0)
+        return f"{m.group(1)}{values[m.group(2)]:g}{m.group(5) or ''}{m.group(6)}"
+    return LET.sub(sub, text)
+
+
+def refit(rows: list[dict]) -> dict:
+    """The constants and bands the procedure gives on these rows, and their drift from
+    the committed values."""
+    committed = committed_constants()
+    constants = fit(rows, committed)
+    constants.update(bands(loso(rows, committed)))
+    drift = {k: (committed.get(k), v) for k, v in constants.items()
+             if committed.get(k) is None or abs(committed[k] - v) > DRIFT * abs(v)}
+    return {"constants": constants, "drift": drift}
+
+
+def main() -> None:
+    from bench import accuracy
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write the fitted constants")
+    args = parser.parse_args()
+    rows = accuracy.fit_rows(accuracy.evaluate())
+    result = refit(rows)
+    for name, value in result["constants"].items():
+        old = result["drift"].get(name, (value,))[0]
+        print(f"  {name:<24}{value:>12g}" + ("" if old == value else f"   (committed {old})"))
+    if args.write and result["drift"]:
+        CALIBRATION.write_text(rewrite(result["constants"]))
+        print(f"written to {CALIBRATION}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
