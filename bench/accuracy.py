@@ -109,8 +109,8 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     out = {"method": method, "precision": row.get("precision", "bf16-true"),
            "optimizer": optimizer,
            "optimizer_in_backward": str(bool(row.get("optimizer_in_backward"))).lower(),
-           "gradient_checkpointing": "none" if row.get("gradient_checkpointing") == "none"
-           else "full",
+           "gradient_checkpointing": {"none": "none", "selective": "selective"}.get(
+               row.get("gradient_checkpointing"), "full"),
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((script(row), sharding), {}))
