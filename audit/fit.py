@@ -9,7 +9,7 @@ from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import facts_used
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem
-from kbsolve.solver.report import gib
+from kbsolve.solver.report import band, gib
 
 
 def fit_check(ctx: Context):
@@ -35,9 +35,15 @@ def fit_check(ctx: Context):
     breakdown = sorted((MemoryTerm(term=k.split(".", 1)[1], gib=gib(v),
                                    because=kb.memory[k].meta.because)
                         for k, v in metrics.memory.items() if v), key=lambda t: -t.gib)
-    device, budget = metrics.levels["device"], metrics.budget
+    device, budget = metrics.levels["device"], metrics.budget  # with the band: its upper end
     over = device - budget
+    stated = band(problem, metrics)
     return Fit(status="fits" if over <= 0 else "oom", device_gib=gib(device),
                budget_gib=gib(budget), over_gib=gib(over) if over > 0 else None,
-               largest_term=breakdown[0].term if breakdown else "",
-               breakdown=breakdown), metrics
+               largest_term=next((t.term for t in breakdown
+                                  if stated is None or t.term != stated.rule.split(".", 1)[1]),
+                                 ""),
+               breakdown=breakdown,
+               predicted_gib=stated.predicted_gib.device if stated else None,
+               band_share=stated.share if stated else None,
+               band_because=stated.because if stated else ""), metrics

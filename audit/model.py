@@ -55,8 +55,15 @@ class MemoryTerm(BaseModel):
 
 
 class Fit(BaseModel):
-    status: Literal["fits", "oom", "undecided"]
+    status: Literal["fits", "oom", "undecided"] = Field(
+        description="fits: device_gib, the error band's upper end where the KB states a band, "
+                    "is at most budget_gib")
     device_gib: float | None = None
+    predicted_gib: float | None = Field(
+        default=None, description="the device figure without the error band (none: no band)")
+    band_share: float | None = Field(
+        default=None, description="the model's error band as a share of the reserved memory")
+    band_because: str = ""
     budget_gib: float | None = None
     over_gib: float | None = None
     largest_term: str = ""

@@ -48,6 +48,8 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
     lines += _findings(w["silent"], unit.silent, w, lang)
     if unit.fit is not None:
         lines += ["", f"### {w['fit']}", "", "- " + fit_line(unit, w)]
+        if unit.fit.band_because:
+            lines.append(f"  - {w['band']}: {unit.fit.band_because}")
         for term in unit.fit.breakdown[:8]:
             lines.append(f"  - {term.term}: {term.gib} GiB")
     lines += ["", f"### {w['priorities']}"]
@@ -109,11 +111,15 @@ def plan_lines(unit: UnitReport, w: dict[str, str]) -> list[str]:
 
 def fit_line(unit: UnitReport, w: dict[str, str]) -> str:
     fit = unit.fit
+    figures = dict(over=fit.over_gib, device=fit.device_gib, budget=fit.budget_gib,
+                   term=fit.largest_term, predicted=fit.predicted_gib,
+                   share=f"{fit.band_share:.1%}" if fit.band_share is not None else "")
+    banded = fit.predicted_gib is not None
     if fit.status == "fits":
-        return w["fits"].format(device=fit.device_gib, budget=fit.budget_gib)
+        return w["fits_band" if banded else "fits"].format(**figures)
     if fit.status == "oom":
-        return w["oom"].format(over=fit.over_gib, device=fit.device_gib,
-                               budget=fit.budget_gib, term=fit.largest_term)
+        only = banded and fit.predicted_gib <= fit.budget_gib
+        return w["oom_band_only" if only else "oom_band" if banded else "oom"].format(**figures)
     return w["fit_undecided"].format(reason=fit.reason)
 
 

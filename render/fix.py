@@ -14,8 +14,11 @@ def as_json(result: FixResult) -> str:
 
 def text(result: FixResult) -> str:
     before = result.before
+    band = "" if before.predicted_gib is None else \
+        f" at the model's error band's upper end (predicted {before.predicted_gib} GiB, band " \
+        f"+{before.band_share:.1%})"
     lines = [f"{result.config} [{result.framework}]: {before.device_gib} GiB of "
-             f"{before.budget_gib} GiB per GPU ({before.status})"]
+             f"{before.budget_gib} GiB per GPU ({before.status}){band}"]
     if not result.suggestions:
         lines.append(f"no change found for --symptom {result.symptom}")
     for i, s in enumerate(result.suggestions, 1):

@@ -6,6 +6,7 @@ import json
 
 from kbsolve.render.data import as_data
 from kbsolve.render.plan_parts import reason, short, speed
+from kbsolve.render.plan_table import banded
 
 
 def markdown(result) -> str:
@@ -31,6 +32,16 @@ def _markdown(d: dict) -> str:
     lines += ["", "## Memory per GPU", "", "| term | GiB | level | source |", "|---|---|---|---|"]
     lines += [f"| {i['term']} | {i['gib']:.2f} | {i['level']} | {i['source']} |"
               for i in m["breakdown"]]
-    lines += ["", f"Device total {m['per_gpu_gib']['device']:.2f} GiB of {m['budget_gib']:.2f} "
-                  f"GiB budget.", "", "## Speed", ""] + speed(d["speed"])[1:]
+    band = m.get("band")
+    if not banded(m):
+        total = f"Device total {m['per_gpu_gib']['device']:.2f} GiB of {m['budget_gib']:.2f} " \
+                f"GiB budget." + (f" Error band: {band['because']} ({band['source']})."
+                                  if band else "")
+    else:
+        total = (f"Device total {band['predicted_gib']['device']:.2f} GiB predicted, up to "
+                 f"{band['upper_gib']['device']:.2f} GiB with the model's error band "
+                 f"(+{band['share']:.1%}), of {m['budget_gib']:.2f} GiB budget: "
+                 f"{'fits' if m['fits'] else 'does not fit'} at the upper end. Error band: "
+                 f"{band['because']} ({band['source']}).")
+    lines += ["", total, "", "## Speed", ""] + speed(d["speed"])[1:]
     return "\n".join(lines) + "\n"

@@ -108,9 +108,18 @@ def consent_names(explanation: list[dict]) -> list[str]:
 
 def memory(m: dict) -> list[str]:
     level = m["per_gpu_gib"]
-    out = [f"\nMemory per GPU: {level['device']:.2f} GiB of {m['budget_gib']:.2f} GiB budget "
-           f"({m['gpu_gib']:.2f} GiB GPU, {m['headroom']:.0%} headroom)"
-           f" — allocated {level['allocated']:.2f}, reserved {level['reserved']:.2f}"]
+    band = m.get("band")
+    budget = (f"of {m['budget_gib']:.2f} GiB budget ({m['gpu_gib']:.2f} GiB GPU, "
+              f"{m['headroom']:.0%} headroom)")
+    if not banded(m):
+        out = [f"\nMemory per GPU: {level['device']:.2f} GiB {budget}"
+               f" — allocated {level['allocated']:.2f}, reserved {level['reserved']:.2f}"]
+    else:
+        low, high = band["predicted_gib"], band["upper_gib"]
+        out = [f"\nMemory per GPU: device {low['device']:.2f} GiB (model error band "
+               f"{band_share(band)}: up to {high['device']:.2f} GiB) {budget}"
+               f" — allocated {low['allocated']:.2f} (up to {high['allocated']:.2f}), "
+               f"reserved {low['reserved']:.2f} (up to {high['reserved']:.2f})"]
     scale = max(m["budget_gib"], level["device"], 1e-9)
     zero = 0
     for item in m["breakdown"]:
@@ -131,7 +140,33 @@ def memory(m: dict) -> list[str]:
             " (not checked: pass --host-ram GIB)"
         out.append(f"  host RAM: {m['host_gib']:.2f} GiB per GPU process, "
                    f"{node:.2f} GiB per node{limit}")
-    out.append("  fits" if m["fits"] else "  DOES NOT FIT")
+    if band is not None:
+        share = f" {band_share(band)}" if banded(m) else ""
+        out.append(f"  error band{share}: {band['because']} [{band['source']}]")
+    out.append(fit_words(m))
     if not m.get("host_fits", True):
         out.append("  HOST RAM DOES NOT FIT")
     return out
+
+
+def band_share(band: dict) -> str:
+    return f"+{band['share']:.1%}"
+
+
+def banded(m: dict) -> bool:
+    """The figures carry an error band above 0 (a KB may state none, and say why)."""
+    band = m.get("band")
+    return band is not None and (band["share"] > 0 or band["gib"] > 0)
+
+
+def fit_words(m: dict) -> str:
+    """Whether it fits, and at which figure: the band's upper end where there is one."""
+    band = m.get("band")
+    if not banded(m):
+        return "  fits" if m["fits"] else "  DOES NOT FIT"
+    if m["fits"]:
+        return "  fits at the error band's upper end"
+    if band["fits_without_band"]:
+        return ("  DOES NOT FIT at the error band's upper end (the prediction without the band "
+                "fits)")
+    return "  DOES NOT FIT, even without the error band"

@@ -22,7 +22,8 @@ from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.plan import Choice, Reason
-from kbsolve.solver.report import gib, option_key, plain, reason
+from kbsolve.solver.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
+                                   reason)
 
 if TYPE_CHECKING:
     from kbsolve.solver.prove import Model
@@ -247,10 +248,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         tie = None
     if too_big:
         alt, n = min(too_big, key=lambda p: p[1].levels["device"])
-        over = n.levels["device"] - problem.budget_bytes
-        detail = (f"{option.name}={shown(alt)} would need {gib(over):.2f} GiB more than the "
-                  f"budget")
-        return Choice(**base, kind="memory", reasons=[Reason(rule="memory:fit", detail=detail)]
+        return Choice(**base, kind="memory", reasons=_too_big(problem, option, alt, n)
                       + _grown_terms(problem, metrics, n) + rules)
     if worse_pref:
         prefs = [reason(p) for p in problem.items(problem.kb.preferences)
@@ -280,6 +278,60 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     return Choice(**base, kind="default", reasons=[Reason(rule=option.key, detail=detail,
                                                           source=option.meta.source,
                                                           location=str(option.meta.span))])
+
+
+def _too_big(problem: Problem, option, alt, n: Metrics) -> list[Reason]:
+    """Why a value does not fit, with the error band's part in it: a value that fits
+    the model's prediction but not its band says so, and names the band."""
+    over = n.levels["device"] - problem.budget_bytes
+    band = band_bytes(problem, n)
+    text = f"{option.name}={shown(alt)}"
+    if not band:
+        return [Reason(rule="memory:fit",
+                       detail=f"{text} would need {gib(over):.2f} GiB more than the budget")]
+    term = problem.kb.memory[band_key(problem)]
+    if over <= band:
+        detail = (f"{text} fits the model's prediction ({gib(n.levels['device'] - band):.2f} "
+                  f"GiB of {gib(problem.budget_bytes):.2f} GiB) but not its error band: with "
+                  f"the band it needs {gib(n.levels['device']):.2f} GiB, {gib(over):.2f} GiB "
+                  f"more than the budget")
+    else:
+        detail = (f"{text} would need {gib(over):.2f} GiB more than the budget with the "
+                  f"model's error band ({gib(over - band):.2f} GiB more without it)")
+    return [Reason(rule="memory:fit", detail=detail),
+            reason(term, detail=f"error band: +{gib(band):.2f} GiB")]
+
+
+BAND_SOLVE_MS = 10_000  # the search for the smallest plan of a refusal on memory
+
+
+def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
+    """The reasons for 'memory:fit' in a refusal's core. Where the framework states an
+    error band, the budget is checked at its upper end, and the smallest plan (the same
+    pins and rules, no budget) says whether the model's prediction alone would fit."""
+    key = band_key(problem)
+    if key is None:
+        return [Reason(rule="memory:fit", detail=detail)]
+    if not band_measured(problem):
+        return [Reason(rule="memory:fit", detail=detail), reason(problem.kb.memory[key])]
+    import copy
+    from kbsolve.solver.optimize import solve
+    unlimited = copy.copy(problem)
+    unlimited.budget_bytes, unlimited.objective = Fraction(2) ** 80, "memory"
+    found = solve(unlimited, BAND_SOLVE_MS)
+    detail += " at the model's error band's upper end"
+    if found.metrics is not None and found.status != "infeasible":
+        upper = found.metrics.levels["device"]
+        low = upper - band_bytes(problem, found.metrics)
+        least = "the plan with the least GPU memory (within the other limits)"
+        if low <= problem.budget_bytes:
+            detail += (f"; {least} fits the model's prediction ({gib(low):.2f} GiB) but not "
+                       f"with its error band ({gib(upper):.2f} GiB)")
+        else:
+            detail += (f"; {least} needs {gib(low):.2f} GiB even without the band "
+                       f"({gib(upper):.2f} GiB with it)")
+    term = problem.kb.memory[key]
+    return [Reason(rule="memory:fit", detail=detail), reason(term)]
 
 
 class _Neighbour:
@@ -414,7 +466,8 @@ def _changed_terms(problem: Problem, plan: Metrics, other: Metrics) -> list[Reas
 
 
 def _grown_terms(problem: Problem, plan: Metrics, other: Metrics) -> list[Reason]:
-    grown = sorted(((other.memory.get(k, Fraction(0)) - v, k) for k, v in plan.memory.items()),
-                   reverse=True)
+    band = band_key(problem)  # it grows with the others: a consequence, not a cause
+    grown = sorted(((other.memory.get(k, Fraction(0)) - v, k) for k, v in plan.memory.items()
+                    if k != band), reverse=True)
     return [reason(problem.kb.memory[k], detail=f"+{gib(d):.2f} GiB")
             for d, k in grown[:2] if d > 0]

@@ -47,8 +47,31 @@ class PerGpu(BaseModel):
     device: float
 
 
+class MemoryBand(BaseModel):
+    """How uncertain the memory figures are: the KB's `error_band` term, the model's
+    error band for this class of run (docs/dsl.md 5.10)."""
+    share: float = Field(description="the band as a share of the memory below its level "
+                                     "(the reserved total): how much more than predicted a run "
+                                     "of this class may use, per the term's because")
+    gib: float = Field(description="the band per GPU (its row in the breakdown)")
+    level: str = Field(description="the memory level the band is added at")
+    predicted_gib: PerGpu = Field(description="each level as the model predicts it, without "
+                                              "the band")
+    upper_gib: PerGpu = Field(description="each level's upper end: the prediction plus the "
+                                          "band's share; the device upper end is "
+                                          "per_gpu_gib.device, the figure the fit is checked on")
+    fits_without_band: bool = Field(description="the predicted device figure, without the "
+                                                "band, fits the budget")
+    rule: str
+    because: str = ""
+    source: str = ""
+    location: str = Field("", description="kb file:line:col")
+
+
 class Memory(BaseModel):
-    per_gpu_gib: PerGpu
+    per_gpu_gib: PerGpu = Field(description="each level's sum of the KB's GPU terms; the "
+                                            "device level includes the error band (band), so "
+                                            "it is the figure's upper end that the fit checks")
     budget_gib: float
     gpu_gib: float
     headroom: float
@@ -59,8 +82,11 @@ class Memory(BaseModel):
         default=None, description="where host_budget_gib comes from: --host-ram, or the "
                                   "assumed node (the GPU catalog's node_host_ram_gib)")
     host_fits: bool = True
-    fits: bool
+    fits: bool = Field(description="per_gpu_gib.device, the error band's upper end, is at "
+                                   "most budget_gib")
     breakdown: list[MemoryItem]
+    band: MemoryBand | None = Field(default=None, description="the model's error band; none "
+                                    "where the framework's KB states no error_band term")
 
 
 class Speed(BaseModel):

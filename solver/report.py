@@ -6,8 +6,8 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.dsl.kb import KnowledgeBase, Option
-from kbsolve.program.metrics import Metrics
-from kbsolve.solver.plan import Memory, MemoryItem, PerGpu, Reason, Speed, Warning_
+from kbsolve.program.metrics import Metrics, memory_levels
+from kbsolve.solver.plan import Memory, MemoryBand, MemoryItem, PerGpu, Reason, Speed, Warning_
 from kbsolve.program.problem import Problem
 
 GIB = Fraction(2**30)
@@ -66,7 +66,54 @@ def memory(problem: Problem, metrics: Metrics) -> Memory:
                   host_budget_gib=None if problem.host_budget_bytes is None else gib(
                       problem.host_budget_bytes * problem.facts.get("query.gpus_per_node", 1)),
                   host_budget_source=problem.host_budget_source or None,
-                  host_fits=metrics.host_fits)
+                  host_fits=metrics.host_fits, band=band(problem, metrics))
+
+
+BAND_TERM = "error_band"  # the memory term that states the model's error band (dsl.md 5.10)
+
+
+def band_key(problem: Problem) -> str | None:
+    """The framework's error-band term (a GPU term named error_band), if it has one."""
+    term = problem.kb.memory.get(f"{problem.framework}.{BAND_TERM}")
+    return None if term is None or term.location != "gpu" else f"{term.framework}.{term.name}"
+
+
+def band_measured(problem: Problem) -> bool:
+    """The framework's error band is more than the constant 0 (a KB may state a band of 0,
+    with the reason it has none)."""
+    from kbsolve.dsl.ir import Const
+    key = band_key(problem)
+    return key is not None and not (isinstance(problem.kb.memory[key].expr, Const)
+                                    and not problem.kb.memory[key].expr.value)
+
+
+def band_bytes(problem: Problem, metrics: Metrics) -> Fraction:
+    key = band_key(problem)
+    return Fraction(metrics.memory.get(key, 0)) if key else Fraction(0)
+
+
+def band(problem: Problem, metrics: Metrics) -> MemoryBand | None:
+    """The error band of these metrics: its share of the levels below it, each level
+    without it and at its upper end."""
+    key = band_key(problem)
+    if key is None:
+        return None
+    term = problem.kb.memory[key]
+    value = band_bytes(problem, metrics)
+    order = memory_levels(problem.kb)
+    below = order[:order.index(term.level)]
+    base = metrics.levels[below[-1]] if below else Fraction(0)
+    share = value / base if base else Fraction(0)
+    predicted = {level: metrics.levels[level] - (0 if level in below else value)
+                 for level in order}
+    upper = {level: metrics.levels[level] * (1 + share) if level in below
+             else metrics.levels[level] for level in order}
+    return MemoryBand(share=round(float(share), 4), gib=gib(value), level=term.level,
+                      predicted_gib=PerGpu(**{k: gib(v) for k, v in predicted.items()}),
+                      upper_gib=PerGpu(**{k: gib(v) for k, v in upper.items()}),
+                      fits_without_band=predicted[order[-1]] <= problem.budget_bytes,
+                      rule=key, because=term.meta.because, source=term.meta.source,
+                      location=str(term.meta.span))
 
 
 def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Speed:

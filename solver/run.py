@@ -10,7 +10,7 @@ from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver import report
 from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
 from kbsolve.solver.enumerate import enumerate_best
-from kbsolve.solver.explain import Unexplained, explain
+from kbsolve.solver.explain import Unexplained, explain, refused_on_memory
 from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.program.recipe import settle
@@ -122,8 +122,8 @@ def _core(problem, core: list[str]) -> list[Reason]:
                                                                  f"fit {gib} GiB ({given})"))
         else:
             gib = report.gib(problem.budget_bytes)
-            reasons.append(Reason(rule="memory:fit", detail=f"the memory per GPU must fit "
-                                                            f"{gib} GiB (GPU minus headroom)"))
+            reasons += refused_on_memory(problem, f"the memory per GPU must fit {gib} GiB "
+                                                  f"(GPU minus headroom)")
     return reasons
 
 
