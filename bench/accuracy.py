@@ -69,6 +69,18 @@ SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_unit
                    ("torchtune", "fsdp-offload"): {"logits_fp32": "true"}}
 
 
+# Scripts on transformers' models before v4.46 (rows published before October 2024):
+# LlamaForCausalLM.forward upcast the logits it returns (`logits = logits.float()`, removed in
+# v4.46), and the loss shifts them with .contiguous() (modeling_llama.py, v4.31-v4.45).
+HF_FP32_LOGITS = {"llama-recipes", "atorch", "fms-hf-tuning", "accelerate",
+                  "hf-trainer", "openrlhf"}
+# Scripts whose bf16-mixed is FSDP's MixedPrecision (param_dtype bf16), not autocast:
+# torchtitan (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), fms-fsdp and
+# llm-foundry (FSDP mixed_precision bf16 param dtype), NeMo AutoModel (FSDP2 MixedPrecisionPolicy);
+# DeepSpeed's bf16 mode (any zero* row) keeps bf16 weights beside fp32 masters.
+OWN_MIXED_PRECISION = {"torchtitan", "fms-fsdp", "llm-foundry", "nemo-automodel"}
+
+
 def script(row: dict) -> str:
     """The training program: the row's `framework`, else its source (the id's first token)."""
     return row.get("framework") or row["id"].split("-")[0]
@@ -114,11 +126,17 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((script(row), sharding), {}))
+    if script(row) in HF_FP32_LOGITS and out["loss"] == "ce":
+        out["logits_fp32"] = "true"
+    if out["precision"] == "bf16-mixed" and sharding != "none" and (
+            script(row) in OWN_MIXED_PRECISION or row.get("distributed", "").startswith("zero")):
+        out["fsdp_mixed_precision"] = "true"
     out["packing"] = "false" if row.get("packing") is False else "true"
     out["compile"] = "true" if row.get("compile") is True else "false"
     if row["method"] == "dora":
         out["dora"] = "true"
-    out["attention"] = "math" if _math_attention(row, model or {}) else "flash"
+    out["attention"] = ("eager" if row.get("attention") == "eager" else "math") \
+        if _math_attention(row, model or {}) else "flash"
     if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
         out["fsdp_root_embeddings"] = "false"
     if method == "qlora":

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -59,7 +58,10 @@ ALLOCATOR_BOUNDS = (0.0, 0.5)
 BAND_CLASSES = ("full", "lora", "qlora")
 BAND_QUANTILE = 0.9
 DIGITS = 3  # significant digits written to calibration.kb
-DRIFT = 0.01  # a refit within 1 % of the committed value is no drift (rounding)
+# A refit within 5 % of the committed value is no drift: the fit holds the exposed
+# communication (max(0, sync - compute)) fixed at the committed constants, so successive
+# refits may move a constant by a few percent before they settle.
+DRIFT = 0.05
 
 
 def _round(value: float) -> float:

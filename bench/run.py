@@ -21,7 +21,7 @@ SECTIONS = {
     "z3_vs_enumerator": solve.versus_enumerator, "kb_load": kb_load.measure,
     "kb_check": deep_check.measure, "audit": audit_project.measure,
     "memory_accuracy": lambda: {k: v for k, v in accuracy.summarise(accuracy.evaluate()).items()
-                                if k not in ("worst_rows", "under_predicted_rows")},
+                                if k not in ("worst_rows", "worst_speed_rows")},
     "recipe_grid": recipe.measure,
     "determinism": determinism.measure,
     "determinism_under_load": determinism.under_load,
@@ -81,7 +81,6 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
     k, c, d = r.get("kb_load", {}), r.get("kb_check", {}), r.get("determinism", {})
     load = r.get("determinism_under_load", {})
     acc = r.get("memory_accuracy", {})
-    mape = _get(acc, "all", "predicted", "mape_pct", default=acc.get("mape_all_pct"))
     return [
         ("cold `kbsolve --gpus 8xA100 --model wan14b`, median of up to 10 processes",
          _cold(r, "diffusion"), "≤ 0.5 s"),
@@ -115,8 +114,7 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
          f"{len(_get(r, 'recipe_grid', 'recipe_grid_defects', default=[]) or [])} defects, "
          f"batch varies for {len(_get(r, 'recipe_grid', 'recipe_batch_varies', default={}) or {})}"
          f" model/task", "0 defects, 0 varying"),
-        (f"memory MAPE on the dev set ({acc.get('rows_compared')} rows)",
-         f"{mape} %" if mape is not None else str(acc.get("error")), "≤ 15 %"),
+        *_accuracy_rows(acc),
         (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "
          f"PYTHONHASHSEED", "byte-identical" if d.get("identical") else
          f"{d.get('distinct_outputs')} distinct, exit {d.get('exit_codes')}"
@@ -127,6 +125,37 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
          f"{load.get('distinct_outputs')} distinct, exit {load.get('exit_codes')}"
          + str(load.get("error", "")), "byte-identical"),
         ("whole bench", f"{r.get('total_s')} s", "≤ 300 s"),
+    ]
+
+
+def _pair(acc: dict, key: str, scale: float = 1, unit: str = "") -> str:
+    values = [_get(acc, name, key) for name in ("whole", "loso")]
+    if None in values:
+        return str(acc.get("error", "n/a"))
+    return " / ".join(f"{v * scale:.3g}{unit}" for v in values)
+
+
+def _accuracy_rows(acc: dict) -> list[tuple[str, str, str]]:
+    """The dev set's figures, each whole / leave-one-source-out (bench/fit.py)."""
+    whole = acc.get("whole", {})
+    n, sources = whole.get("rows_compared"), len(acc.get("sources", []))
+    drift = acc.get("calibration_drift")
+    return [
+        (f"memory MAPE, LLM rows ({n} rows, {sources} sources): whole / leave-one-source-out",
+         _pair(acc, "mape_pct", unit=" %"), "LOSO ≤ 8 %"),
+        ("share of rows under-predicted by more than 10 %: whole / LOSO",
+         _pair(acc, "under_10pct_share", 100, " %"), "LOSO ≤ 5 %"),
+        (f"published OOM rows predicted to overflow ({whole.get('oom_rows')} rows, at the "
+         f"error band's upper end): whole / LOSO", _pair(acc, "oom_agreement_pct", unit=" %"),
+         "100 %"),
+        (f"rows that ran predicted to fit ({whole.get('ran_rows')} rows): whole / LOSO",
+         _pair(acc, "ran_predicted_to_fit_pct", unit=" %"), "—"),
+        (f"speed Spearman ρ ({whole.get('throughput_rows')} rows with tokens/s): whole / LOSO",
+         _pair(acc, "spearman"), "≥ 0.9"),
+        ("speed median absolute error: whole / LOSO",
+         _pair(acc, "median_abs_error_pct", unit=" %"), "≤ 25 %"),
+        ("calibrated constants as the fit procedure gives them (kb/core/calibration.kb)",
+         "no drift" if drift == {} else f"drift: {drift}", "no drift"),
     ]
 
 
