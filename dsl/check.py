@@ -21,7 +21,7 @@ from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
 from kbsolve.dsl.types import show_value as _show
 
-FILE_KINDS = ("yaml", "json", "env", "params", "script", "requirements")
+FILE_KINDS = ("yaml", "json", "env", "params", "args", "script", "requirements")
 PRIORITIES = ("P0", "P1", "P2")
 LOCATIONS = ("gpu", "host")
 UNKNOWN_KEY_MODES = ("ignore", "error")
@@ -510,6 +510,10 @@ class _Checker:
             if peak.type is not ERROR and (not peak.type.is_num or peak.type.dim != (0, 1, -1)):
                 self.sink.error(f"peak must be in FLOP/s (FLOPS, TFLOPS), not {peak.type}",
                                 decl.clause("peak").span, code="unit")
+        tier = decl.clause("tier").args[0] if decl.clause("tier") else Fraction(1)
+        if tier.denominator != 1 or tier < 1:
+            self.sink.error("tier must be a whole number from 1", decl.clause("tier").span,
+                            code="domain")
         kinds = self.vocab.field("model", "kind")
         for clause in decl.clauses_of("models"):
             for value in clause.args:
@@ -522,7 +526,7 @@ class _Checker:
                             tuple(m for c in decl.clauses_of("models") for m in c.args),
                             task_option, decl.clause("version").args[0]
                             if decl.clause("version") else "", unknown, tuple(files), launches,
-                            peak)
+                            peak, int(tier))
 
     def _nokey(self, entry: Entry) -> kb.NoKey:
         if not self._meta(entry).because:

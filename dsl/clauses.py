@@ -16,7 +16,8 @@ _REPEATABLE = {"emit", "alias", "value_alias", "file", "launch", "models", "reco
                "d_dependency", "d_remote", "t_given", "t_pin", "t_expect", "bound"}
 
 ALLOWED: dict[str, set[str]] = {
-    "framework": _META | {"models", "task", "version", "unknown_keys", "file", "launch", "peak"},
+    "framework": _META | {"models", "task", "version", "unknown_keys", "file", "launch", "peak",
+                          "tier"},
     "option": _META | {"emit", "alias", "value_alias", "when", "from", "origin", "versions",
                        "inert", "passthrough"},
     "nokey": _META,

@@ -32,7 +32,7 @@ class Meta:
 @dataclass(frozen=True)
 class OutputFile:
     name: str
-    kind: str  # yaml | json | env | params | script | requirements
+    kind: str  # yaml | json | env | params | args | script | requirements
     path: str
     span: Span
     condition: Node | None = None  # written only for plans where it holds
@@ -56,6 +56,7 @@ class Framework:
     files: tuple[OutputFile, ...]
     launches: tuple[Launch, ...]
     peak: Node | None = None  # the job's peak FLOP/s, for MFU
+    tier: int = 1  # without --framework, the lowest tier that trains the model's kind plans
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,11 @@ File kinds: yaml and json hold nested keys (`a.b.c`); env holds environment
 variables; params holds the launch script's own parameters, each read from the
 environment with the emitted value as its default (an empty value makes it
 required); script holds the launch command; requirements holds the packages the
-plan needs (key: the package, value: its version specifier or `@ URL`).
+plan needs (key: the package, value: its version specifier or `@ URL`); args holds
+a script's command-line flags (key: the flag without `--`), written as a bash array
+named after the file, which the launch command takes as `{NAME}` ("${NAME[@]}"): a
+true value is the bare flag, false or an omitted value leaves it out (argparse's
+store_true), anything else is `--key value`.
 
 Files of one path are merged. A path that holds params, env or script is one
 shell script: a usage comment from the params' docs, `set -euo pipefail`, a `cd`
@@ -28,8 +32,8 @@ from kbsolve.dsl.kb import PLACEHOLDER, Framework, KnowledgeBase
 from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import option_key, plain
 
-FLAT_KINDS = ("params", "requirements")  # keys are names, never dotted paths
-SHELL_KINDS = ("params", "env", "script")  # in the order a script holds them
+FLAT_KINDS = ("params", "args", "requirements")  # keys are names, never dotted paths
+SHELL_KINDS = ("params", "env", "args", "script")  # in the order a script holds them
 
 
 def file_contents(kb: KnowledgeBase, plan) -> dict[str, Any]:
@@ -75,12 +79,16 @@ def file_contents(kb: KnowledgeBase, plan) -> dict[str, Any]:
 
 def fill_launch(kb: KnowledgeBase, framework: Framework, command: str) -> str:
     """A launch template with its placeholders filled: `{file}` becomes the file's
-    path, `{PARAM}` (a key of a params file) the shell's `"$PARAM"`."""
+    path (an args file: its flags, the shell's `"${file[@]}"`), `{PARAM}` (a key of a
+    params file) the shell's `"$PARAM"`."""
     paths = {f.name: f.path for f in framework.files}
+    arrays = {f.name for f in framework.files if f.kind == "args"}
     params = _param_keys(kb, framework)
 
     def fill(match) -> str:
         name = match.group(1)
+        if name in arrays:
+            return f'"${{{name}[@]}}"'
         if name in paths:
             return paths[name]
         return f'"${name}"' if name in params else match.group(0)
@@ -127,6 +135,8 @@ def write_files(kb: KnowledgeBase, plan, directory: str) -> list[str]:
                 lines += [f"export {k}={_shell(v)}" for k, v in _flat(content)]
             elif spec.kind == "params":
                 lines += [(k, _text(v), docs.get((spec.name, k), "")) for k, v in content.items()]
+            elif spec.kind == "args":
+                lines += _flags(spec.name, content)
             elif plan.launch:
                 lines.append(plan.launch)
         elif spec.kind == "yaml" and content:
@@ -179,8 +189,24 @@ def _script(path: str, kinds: dict[str, list[str]]) -> str:
                 body.append(f'case "${k}" in ""|*[!0-9]*) fail "{k} must be a whole number, '
                             f'not \'${k}\'";; esac')
         body.append("export " + " ".join(k for k, _, _ in params))
-    body += kinds.get("env", []) + kinds.get("script", [])
+    body += kinds.get("env", []) + kinds.get("args", []) + kinds.get("script", [])
     return "\n".join(head + body) + "\n"
+
+
+def _flags(name: str, content: dict) -> list[str]:
+    """A bash array of command-line flags: `--key value`, a true value the bare flag,
+    false or None nothing (argparse store_true), a list its items after the flag."""
+    lines = [f"{name}=("]
+    for key, value in content.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            lines.append(f"  --{key}")
+        elif isinstance(value, list):
+            lines.append(f"  --{key} " + " ".join(_shell(v) for v in value))
+        else:
+            lines.append(f"  --{key} {_shell(value)}")
+    return lines + [")"]
 
 
 def _requirements(content: dict, file: str, spans: dict, path: str) -> str:

@@ -353,10 +353,14 @@ def _framework(kb: KnowledgeBase, wanted: str | None, model: Any) -> str:
                                      f"{did_you_mean(wanted, kb.frameworks)}"))
         fw = kb.frameworks[wanted]
         if fw.models and model.kind not in fw.models:
+            able = sorted(n for n, f in kb.frameworks.items() if model.kind in f.models)
             raise KbError(Diagnostic(f"--framework {wanted} trains {', '.join(fw.models)} "
-                                     f"models, but {model.name} is a {model.kind} model"))
+                                     f"models, but {model.name} is a {model.kind} model",
+                                     hint=f"frameworks that train {model.kind} models: "
+                                          f"{', '.join(able)}" if able else
+                                     f"no framework in the KB trains {model.kind} models"))
         return wanted
-    for name, fw in sorted(kb.frameworks.items()):
+    for name, fw in sorted(kb.frameworks.items(), key=lambda i: (getattr(i[1], "tier", 1), i[0])):
         if model.kind in fw.models:
             return name
     raise KbError(Diagnostic(f"no framework in the KB trains {model.kind} models like "

@@ -1,0 +1,176 @@
+"""The diffusers framework: the issue's FLUX estimate on a 4090, plans for FLUX and
+SD3, and the emitted run.sh, whose `accelerate launch` flags are parsed with the
+scripts' own argument lists (tests/fixtures/diffusers/*.args.json: every
+add_argument call of parse_args(), read from the scripts at the commit the JSON
+names; the scripts are not in the diffusers wheel)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_kbsolve
+from kbsolve import api
+from kbsolve.solver.emit import file_contents
+from plans import shipped_kb, solved
+
+FIXTURES = Path(__file__).parent / "fixtures" / "diffusers"
+BASH = "/bin/bash"
+GIB = 2**30
+ISSUE_QUERY = {"gpus": "1x4090", "model": "flux1-dev", "framework": "diffusers",
+               "resolution": "768x512"}
+ISSUE_SET = {"rank": "4", "mixed_precision": "bf16", "use_8bit_adam": "true",
+             "gradient_checkpointing": "true", "cache_latents": "true", "train_batch_size": "1"}
+PLANS = {
+    "flux_h100": {"gpus": "1xH100", "model": "flux1-dev", "framework": "diffusers", "top": 0},
+    "flux_pins": {"gpus": "1xA100", "model": "flux1-dev", "framework": "diffusers", "top": 0,
+                  "set": ["optimizer=prodigy", "train_text_encoder=true",
+                          "gradient_checkpointing=true", "lora_layers=attn.to_k,attn.to_q,attn.to_v,attn.to_out.0",
+                          "with_prior_preservation=true", "validation_prompt=a sks dog in a bucket"]},
+    "sd3_two_nodes": {"gpus": "2x8xH100", "model": "sd3.5-large", "framework": "diffusers",
+                      "top": 0, "set": ["distributed_type=DEEPSPEED", "zero_stage=2"]},
+    "sd3_captions": {"gpus": "4xL40S", "model": "sd3.5-medium", "framework": "diffusers", "top": 0,
+                     "set": ["dataset_name=Norod78/Yarn-art-style", "caption_column=text"]},
+}
+
+
+def _arglist(script: str) -> dict:
+    return json.loads((FIXTURES / f"{script}.args.json").read_text(encoding="utf-8"))
+
+
+def _parser(script: str) -> argparse.ArgumentParser:
+    """The script's parser, rebuilt from its argument list (types, choices, store_true)."""
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    types = {"int": int, "float": float, "str": str}
+    for flag, spec in _arglist(script)["flags"].items():
+        if spec["action"] == "store_true":
+            parser.add_argument(f"--{flag}", action="store_true")
+        else:
+            parser.add_argument(f"--{flag}", type=types.get(spec["type"], str),
+                                choices=spec.get("choices"), default=spec.get("default"))
+    return parser
+
+
+@pytest.fixture(scope="module")
+def issue_estimate():
+    return api.estimate(ISSUE_QUERY, ISSUE_SET, shipped_kb())
+
+
+def test_the_issue_estimate_has_a_breakdown_and_a_speed(issue_estimate):
+    memory, speed = issue_estimate.memory, issue_estimate.speed
+    terms = {i.term: i.gib for i in memory.breakdown if i.location == "gpu"}
+    assert terms["transformer_weights"] == pytest.approx(12e9 * 2 / GIB, rel=1e-3)
+    assert 0 < terms["optimizer_states"] < 0.1  # 8-bit states of a rank-4 adapter
+    assert terms["activations"] > 0 and speed.step_time_s > 0
+    assert issue_estimate.config["resolution"] == 768  # 768x512 trains 768x768 crops
+    # the frozen bf16 transformer alone is more than a 4090's budget: it cannot fit
+    assert not issue_estimate.feasible and memory.per_gpu_gib.device > memory.gpu_gib
+    assert any(w.id == "W_SQUARE_CROP" for w in issue_estimate.warnings)
+
+
+def test_the_issue_estimate_from_the_command_line():
+    args = ["estimate", "--framework", "diffusers", "--model", "flux1-dev", "--gpus", "1x4090",
+            "--resolution", "768x512"] + [a for k, v in ISSUE_SET.items()
+                                           for a in ("--set", f"{k}={v}")]
+    done = run_kbsolve(args)
+    assert done.returncode == 1, done.stderr  # an estimate that does not fit exits 1
+    assert "Memory per GPU" in done.stdout and "transformer_weights" in done.stdout
+    assert "Speed: step" in done.stdout and "DOES NOT FIT" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_an_llm_is_refused_with_the_frameworks_that_train_it():
+    done = run_kbsolve(["--gpus", "1x4090", "--model", "qwen3-8b", "--framework", "diffusers"])
+    assert done.returncode == 2
+    assert "trains diffusion models" in done.stderr and "llamafactory" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_emitted_flags_are_the_scripts_own(name):
+    plan = solved(PLANS[name])
+    assert plan.status == "optimal", plan.status
+    flags = file_contents(shipped_kb(), plan)["flags"]
+    arglist = _arglist(plan.config["SCRIPT"])
+    for flag, value in flags.items():
+        spec = arglist["flags"].get(flag)
+        assert spec is not None, f"--{flag} is not a flag of {arglist['path']}"
+        if spec["action"] == "store_true":
+            assert value is True or value is False, (flag, value)
+            continue
+        kind = {"int": int, "float": (int, float), "str": str}[spec["type"]]
+        assert isinstance(value, kind) and not isinstance(value, bool), (flag, value)
+        if "choices" in spec:
+            assert value in spec["choices"], (flag, value, spec["choices"])
+    required = [f for f, s in arglist["flags"].items() if s.get("required")]
+    assert set(required) <= set(flags)
+    assert ("dataset_name" in flags) != ("instance_data_dir" in flags)  # parse_args' check
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory) -> Path:
+    """An `accelerate` that writes its argv, one per line, to $STUB_LOG."""
+    folder = tmp_path_factory.mktemp("stub")
+    (folder / "accelerate").write_text(
+        f"#!{BASH}\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$STUB_LOG\"\n",
+        encoding="utf-8")
+    (folder / "accelerate").chmod(0o755)
+    return folder
+
+
+@pytest.mark.skipif(not Path(BASH).is_file(), reason=f"needs {BASH}")
+@pytest.mark.parametrize("name", ["flux_pins", "sd3_two_nodes"])
+def test_run_sh_passes_flags_the_scripts_parse(name, stub, tmp_path):
+    plan = solved(PLANS[name])
+    api.emit(plan, str(tmp_path / "out"), shipped_kb())
+    log = tmp_path / "argv.txt"
+    env = {"PATH": f"{stub}:/usr/bin:/bin", "STUB_LOG": str(log), "MASTER_ADDR": "10.0.0.1"}
+    done = subprocess.run([BASH, str(tmp_path / "out" / "run.sh")], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    argv = log.read_text(encoding="utf-8").splitlines()
+    assert argv[:3] == ["launch", "--config_file", "accelerate_config.yaml"]
+    at = next(i for i, a in enumerate(argv) if a.endswith(plan.config["SCRIPT"]))
+    parsed = _parser(plan.config["SCRIPT"]).parse_args(argv[at + 1:])
+    assert parsed.pretrained_model_name_or_path == plan.config["pretrained_model_name_or_path"]
+    assert parsed.train_batch_size == plan.config["train_batch_size"]
+    assert parsed.gradient_accumulation_steps == plan.config["gradient_accumulation_steps"]
+    assert parsed.mixed_precision == plan.config["mixed_precision"]
+    assert parsed.gradient_checkpointing == plan.config["gradient_checkpointing"]
+    if name == "flux_pins":
+        assert parsed.optimizer == "prodigy" and parsed.train_text_encoder
+        assert parsed.validation_prompt == "a sks dog in a bucket"
+        assert parsed.with_prior_preservation and parsed.class_data_dir
+    else:
+        assert "--num_machines" in argv and argv[argv.index("--num_machines") + 1] == "2"
+
+
+def test_the_accelerate_file_and_requirements_follow_the_plan(tmp_path):
+    import yaml
+    plan = solved(PLANS["sd3_two_nodes"])
+    api.emit(plan, str(tmp_path), shipped_kb())
+    config = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
+    assert config["distributed_type"] == "DEEPSPEED" and config["num_processes"] == 16
+    assert config["deepspeed_config"]["zero_stage"] == 2
+    assert config["mixed_precision"] == plan.config["mixed_precision"]
+    lines = (tmp_path / "requirements.txt").read_text().splitlines()
+    assert any(line.startswith("diffusers @ git+") for line in lines)
+    assert any(line.startswith("deepspeed") for line in lines)
+    single = solved(PLANS["flux_pins"])
+    out = tmp_path / "single"
+    api.emit(single, str(out), shipped_kb())
+    assert yaml.safe_load((out / "accelerate_config.yaml").read_text())["distributed_type"] == "NO"
+    packages = (out / "requirements.txt").read_text()
+    assert "prodigyopt" in packages and "bitsandbytes" not in packages
+
+
+def test_the_fixtures_name_their_commit():
+    for path in FIXTURES.glob("*.args.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        assert len(data["commit"]) == 40 and data["path"].endswith(path.name[:-len(".args.json")])
+        assert "rank" in data["flags"] and data["flags"]["rank"]["type"] == "int"
