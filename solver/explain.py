@@ -205,7 +205,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
             open_.append(alt)
         else:
             blocked[alt] = core
-    rules = _core_reasons(problem, blocked)
+    rules = _core_reasons(problem, blocked, option, neighbours)
     if not open_:
         return Choice(**base, kind="forced", reasons=rules or [Reason(
             rule=option.key, detail="no other value is allowed")])
@@ -298,8 +298,15 @@ def _too_big(problem: Problem, option, alt, n: Metrics) -> list[Reason]:
     else:
         detail = (f"{text} would need {gib(over):.2f} GiB more than the budget with the "
                   f"model's error band ({gib(over - band):.2f} GiB more without it)")
-    return [Reason(rule="memory:fit", detail=detail),
-            reason(term, detail=f"error band: +{gib(band):.2f} GiB")]
+    return [_with_band(Reason(rule="memory:fit", detail=detail), term)]
+
+
+def _with_band(fit: Reason, term) -> Reason:
+    """The fit reason, with the error band's because and source (the band is what the
+    budget is checked with, not a part of the clash)."""
+    fit.because, fit.source, fit.location = term.meta.because, term.meta.source, \
+        str(term.meta.span)
+    return fit
 
 
 BAND_SOLVE_MS = 10_000  # the search for the smallest plan of a refusal on memory
@@ -313,7 +320,9 @@ def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
     if key is None:
         return [Reason(rule="memory:fit", detail=detail)]
     if not band_measured(problem):
-        return [Reason(rule="memory:fit", detail=detail), reason(problem.kb.memory[key])]
+        term = problem.kb.memory[key]
+        return [_with_band(Reason(rule="memory:fit", detail=f"{detail}; error band: "
+                                                            f"{term.meta.because}"), term)]
     import copy
     from kbsolve.solver.optimize import solve
     unlimited = copy.copy(problem)
@@ -330,8 +339,7 @@ def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
         else:
             detail += (f"; {least} needs {gib(low):.2f} GiB even without the band "
                        f"({gib(upper):.2f} GiB with it)")
-    term = problem.kb.memory[key]
-    return [Reason(rule="memory:fit", detail=detail), reason(term)]
+    return [_with_band(Reason(rule="memory:fit", detail=detail), problem.kb.memory[key])]
 
 
 class _Neighbour:
@@ -427,7 +435,8 @@ def _option_refs(node) -> set[str]:
     return options_used(node)
 
 
-def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reason]:
+def _core_reasons(problem: Problem, blocked: dict[Any, list[str]], option=None,
+                  neighbours: dict | None = None) -> list[Reason]:
     found: dict[str, Reason] = {}
     for alt, core in blocked.items():
         for part in core:
@@ -443,15 +452,34 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]]) -> list[Reaso
                 found[part] = Reason(rule=f"when:{opt.name}", location=str(opt.meta.span),
                                      detail=f"{opt.name} only applies when its 'when' condition "
                                             f"holds; otherwise it keeps its default")
-            elif kind == "memory" and part not in found:
+            elif kind == "memory" and part not in found and name == "host_fit":
                 found[part] = Reason(rule=part, detail="the CPU RAM per node must fit the host "
-                                     "RAM (--host-ram, or the assumed node)"
-                                     if name == "host_fit" else
-                                     "the memory per GPU must fit the budget")
+                                     "RAM (--host-ram, or the assumed node)")
+            elif kind == "memory" and part not in found:
+                found[part] = _fit_in_core(problem, option, alt, (neighbours or {}).get(alt))
             elif kind == "pin" and part not in found:
                 opt = problem.kb.options[name]
                 found[part] = Reason(rule=f"pin:{opt.name}", detail=problem.pin_detail(name))
     return list(found.values())
+
+
+def _fit_in_core(problem: Problem, option, alt, neighbour) -> Reason:
+    """The GPU budget as part of what rules a value out: at the error band's upper end
+    where the KB states a band, and whether the value, the rest of the plan unchanged,
+    would fit the model's prediction without it."""
+    fit = Reason(rule="memory:fit", detail="the memory per GPU must fit the budget")
+    if not band_measured(problem):
+        return fit
+    fit.detail += " at the model's error band's upper end"
+    if option is not None and neighbour is not None:
+        device = neighbour.exact.levels["device"]
+        low = device - band_bytes(problem, neighbour.exact)
+        if low <= problem.budget_bytes < device:
+            fit.detail += (f"; {option.name}={shown(alt)} with the rest of the plan unchanged "
+                           f"fits the model's prediction ({gib(low):.2f} GiB of "
+                           f"{gib(problem.budget_bytes):.2f} GiB) but not with its error band "
+                           f"({gib(device):.2f} GiB)")
+    return _with_band(fit, problem.kb.memory[band_key(problem)])
 
 
 def _changed_terms(problem: Problem, plan: Metrics, other: Metrics) -> list[Reason]:

@@ -46,11 +46,13 @@ def test_fixed_config_keeps_key_order(project):
 
 def test_fix_symptom_oom_makes_the_config_fit(project, capsys):
     oom = project / "configs" / "oom.yaml"
-    code, out, _ = run_cli(capsys, "fix", str(oom), "--symptom", "oom", "--gpus", "1xA100",
+    # a full 8B fine-tune fits one A100 only offloaded, and, with the model's error band,
+    # not even then: the bigger H200 has room for the band
+    code, out, _ = run_cli(capsys, "fix", str(oom), "--symptom", "oom", "--gpus", "1xH200",
                            "--write")
     assert code == 0, out
     assert "now fits" in out
-    report = api.audit(str(oom), "1xA100")[0]
+    report = api.audit(str(oom), "1xH200")[0]
     assert report.units[0].fit.status == "fits" and report.units[0].errors == []
     assert "# Full fine-tuning of an 8B model on one GPU" in oom.read_text()
     assert (project / "configs" / "oom.yaml.bak").exists()

@@ -40,8 +40,10 @@ def test_speed_reason_names_the_slower_alternative(kb):
     assert "slower" in choice.reasons[0].detail
     assert any(r.rule == "llamafactory.attention" and r.source for r in choice.reasons)
     liger = next(c for c in plan.explanation if c.option == "enable_liger_kernel")
-    assert liger.value is True and liger.kind == "speed"
-    assert "slower" in liger.reasons[0].detail
+    # chosen for speed, or for memory where the model's error band leaves no room without it
+    assert liger.value is True and liger.kind in ("speed", "memory")
+    assert ("slower" if liger.kind == "speed" else "more than the budget") in \
+        liger.reasons[0].detail
 
 
 def test_memory_breakdown_sums_to_the_levels(kb):
@@ -82,13 +84,12 @@ def test_every_fix_really_makes_the_query_feasible(kb):
 
 
 def test_hardware_fix_for_a_model_too_big_for_the_gpu(kb):
-    query = {"gpus": "1x4090", "model": "llama3-70b", "set": ["finetuning_type=full"], "top": 0,
-             "host_ram": 64}  # offloading 70B needs far more CPU RAM than this
+    query = {"gpus": "1x4090", "model": "qwen3-8b", "set": ["finetuning_type=full"], "top": 0,
+             "host_ram": 64}  # offloading a full 8B fine-tune needs more CPU RAM than this
     plan = api.solve(query, kb)
     assert plan.status == "infeasible"
     # LoRA would fit: the pin of full fine-tuning is part of the clash
-    assert {r.rule for r in plan.core} <= {"memory:fit", "memory:host_fit",
-                                           "pin:finetuning_type"}
+    assert {"memory:fit", "pin:finetuning_type"} <= {r.rule for r in plan.core}
     hardware = [f for f in plan.fixes if f.kind == "hardware"]
     assert hardware
     for fix in hardware:
