@@ -10,8 +10,8 @@ import json
 import time
 from pathlib import Path
 
-from bench import (accuracy, audit_project, cold, deep_check, determinism, kb_load, recipe,
-                   solve, warm)
+from bench import (accuracy, audit_project, cold, deep_check, determinism, dit_accuracy,
+                   kb_load, recipe, solve, warm)
 from bench.machine import describe
 
 RESULTS = Path(__file__).with_name("results.json")
@@ -22,6 +22,7 @@ SECTIONS = {
     "kb_check": deep_check.measure, "audit": audit_project.measure,
     "memory_accuracy": lambda: {k: v for k, v in accuracy.summarise(accuracy.evaluate()).items()
                                 if k not in ("worst_rows", "worst_speed_rows")},
+    "dit_accuracy": lambda: {k: v for k, v in dit_accuracy.measure().items() if k != "rows"},
     "recipe_grid": recipe.measure,
     "determinism": determinism.measure,
     "determinism_under_load": determinism.under_load,
@@ -115,6 +116,7 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
          f"batch varies for {len(_get(r, 'recipe_grid', 'recipe_batch_varies', default={}) or {})}"
          f" model/task", "0 defects, 0 varying"),
         *_accuracy_rows(acc),
+        _dit_row(r.get("dit_accuracy", {})),
         (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "
          f"PYTHONHASHSEED", "byte-identical" if d.get("identical") else
          f"{d.get('distinct_outputs')} distinct, exit {d.get('exit_codes')}"
@@ -157,6 +159,17 @@ def _accuracy_rows(acc: dict) -> list[tuple[str, str, str]]:
         ("calibrated constants as the fit procedure gives them (kb/core/calibration.kb)",
          "no drift" if drift == {} else f"drift: {drift}", "no drift"),
     ]
+
+
+def _dit_row(dit: dict) -> tuple[str, str, str]:
+    """DiT memory per framework (bench/dit_accuracy.py): MAPE whole / LOSO, under-predicted."""
+    parts = []
+    for name, fig in sorted((dit.get("frameworks") or {}).items()):
+        whole, loso = fig.get("whole", {}), fig.get("loso", {})
+        parts.append(f"{name} ({whole.get('rows_compared')} rows): {whole.get('mape_pct')} % / "
+                     f"{loso.get('mape_pct')} %, under >10 %: {whole.get('under_10pct_share')}")
+    return ("DiT memory MAPE per framework (bench/dit_accuracy.py): whole / leave-one-source-out",
+            "; ".join(parts) or str(dit.get("error", "n/a")), "≤ 25 %")
 
 
 def table(results: dict) -> str:
