@@ -51,14 +51,21 @@ PRECISIONS = {"bf16-true": "bf16", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "
 # Text encoders the training process never holds beside the transformer.
 ENCODED_APART = ("precomputed", "cached")
 UNDER = 0.10
+# The 16-bit script of a row's model (rules SCRIPT_FLUX and SCRIPT_SD3 hold the rest).
+SCRIPTS = {"flux1-dev": "train_dreambooth_lora_flux.py"}
 
 
 def diffusers_settings(row: dict, kb) -> tuple[dict, dict] | str:
     """The row as (query fields, diffusers settings), or why it cannot be expressed."""
-    if row.get("base_precision") not in (None, "bf16"):
-        return f"{row['base_precision']} base: the modelled scripts train a 16-bit base"
-    if row["method"] != "lora":
+    nf4 = row.get("base_precision") == "nf4"
+    if row.get("base_precision") not in (None, "bf16", "nf4"):
+        return f"{row['base_precision']} base: the modelled scripts train a 16-bit or NF4 base"
+    if row["method"] not in ("lora", "qlora") or (row["method"] == "qlora") != nf4:
         return f"{row['method']} training: the diffusers scripts modelled are LoRA scripts"
+    if nf4 and (row["model"] != "flux1-dev" or row.get("text_encoders") not in ENCODED_APART
+                or tuple(sorted((row.get("lora") or {}).get("targets") or ())) != ATTENTION):
+        return ("NF4: the only modelled NF4 script (flux_lora_quantization's miniature) trains "
+                "FLUX.1 attention adapters on precomputed embeddings")
     optimizer = OPTIMIZERS.get(row.get("optimizer"))
     if optimizer is None:
         return f"optimizer {row.get('optimizer')} is not a flag value of the scripts"
@@ -90,6 +97,11 @@ def diffusers_settings(row: dict, kb) -> tuple[dict, dict] | str:
                 "train_text_encoder": "true" if row.get("train_text_encoder") else "false"}
     if row.get("max_sequence_length"):
         settings["max_sequence_length"] = str(row["max_sequence_length"])
+    if nf4:
+        settings["script"] = "train_dreambooth_lora_flux_miniature.py"
+        del settings["lora_layers"], settings["train_text_encoder"]  # the script's fixed choices
+    else:  # the 16-bit scripts, whatever the card (the KB's default picks NF4 on small ones)
+        settings["script"] = SCRIPTS.get(row["model"], "train_dreambooth_lora_sd3.py")
     if encoders == "resident" and not row.get("train_text_encoder"):
         settings.update(dataset_name="captioned-dataset", caption_column="text")
     query = {"gpus": f"{row['gpus']}x{_gpu(kb, row)}", "model": row["model"],
@@ -199,8 +211,7 @@ def _compare(row: dict, query: dict, estimate) -> dict:
            "outcome": row.get("outcome"), "encoders_apart": apart,
            "fits": levels["device"] <= estimate.memory.gpu_gib, "breakdown": terms}
     step = _speed(row)
-    if step and row.get("gpu") != "unknown" and not row.get("fp8_training") \
-            and row.get("base_precision") in (None, "bf16"):
+    if step and row.get("gpu") != "unknown" and not row.get("fp8_training"):
         out.update(measured_step_s=step, predicted_step_s=estimate.speed.step_time_s)
     return out
 
