@@ -1,4 +1,4 @@
-"""The full table output of six representative plans (issue 15): what a user
+"""The full table output of representative plans (issue 15; issue 17 adds torchtitan): what a user
 reads, line by line. KBSOLVE_REGOLD=1 rewrites the files; read every changed
 line before committing it."""
 
@@ -21,6 +21,8 @@ PLANS = {
     "nft_sd35_1xa100": {"gpus": "1xA100", "model": "sd3.5-medium", "task": "nft", "top": 0},
     "full_70b_refused": {"gpus": "1x4090", "model": "llama3-70b",
                          "set": ["finetuning_type=full"], "top": 0},
+    "flux_torchtitan_8x8xa100": {"gpus": "8x8xA100", "model": "flux1-dev",
+                                 "framework": "torchtitan", "top": 0},
 }
 
 
