@@ -115,6 +115,9 @@ def torchtitan_settings(row: dict, kb) -> tuple[dict, dict] | str:
     if "torchtitan" not in kb.frameworks:
         return "no torchtitan framework in the KB"
     names = {o.name for o in kb.options_of("torchtitan")}
+    if row.get("text_encoders") != "sharded":
+        return ("T5 resident unsharded or offloaded between uses: kb/torchtitan keeps it "
+                "FSDP-sharded on the GPU (the engine's recommended setting)")
     settings = {"local_batch_size": str(row["micro_batch"]),
                 "activation_checkpoint": row.get("gradient_checkpointing", "full"),
                 "data_parallel_shard_degree": str((row.get("parallelism") or {}).get(
@@ -122,13 +125,31 @@ def torchtitan_settings(row: dict, kb) -> tuple[dict, dict] | str:
     side = _side(row.get("resolution"))
     if side is not None:
         settings["img_size"] = str(side)
+    if row.get("max_sequence_length"):
+        settings["max_t5_encoding_len"] = str(row["max_sequence_length"])
     missing = sorted(set(settings) - names)
     if missing:
         return f"torchtitan options {', '.join(missing)} not in the KB"
     query = {"gpus": f"{row['gpus']}x{_gpu(kb, row)}", "model": row["model"],
              "framework": "torchtitan", "headroom": 0.0,
              "global_batch": row["micro_batch"] * row["gpus"]}
+    if row.get("gpu_memory_gib"):  # the same part with the row's memory (a gpu spec file)
+        query.update(gpus=str(row["gpus"]), gpu_spec=_spec(kb, _gpu(kb, row), row["gpu_memory_gib"]))
     return query, settings
+
+
+def _spec(kb, gpu: str, memory_gib: float) -> str:
+    """A GPU spec file: the catalog card's fields with the row's memory."""
+    import tempfile
+    import yaml
+    fields = kb.catalog.gpu(gpu).model_dump(exclude_none=True)
+    for key in ("aliases", "alias_note", "notes"):
+        fields.pop(key, None)
+    fields.update(name=f"{gpu}-{memory_gib:g}GiB", memory_gib=memory_gib,
+                  source=f"bench: {gpu} with the row's memory")
+    path = Path(tempfile.gettempdir()) / f"kbsolve-dit-{gpu}-{memory_gib:g}.yaml"
+    path.write_text(yaml.safe_dump(fields), encoding="utf-8")
+    return str(path)
 
 
 def _side(resolution) -> int | None:
