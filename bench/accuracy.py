@@ -22,9 +22,11 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import tempfile
+from fractions import Fraction
 from pathlib import Path
 
 import yaml
@@ -53,10 +55,15 @@ TARGETS = {
 METHODS = {"lora": "lora", "dora": "lora", "qlora": "qlora", "full": "full"}
 OPTIMIZERS = {"adamw": "adamw", "adamw-fused": "adamw", "adamw8bit": "adamw8bit",
               "paged-adamw": "paged-adamw", "paged-adamw8bit": "paged-adamw8bit",
-              "cpu-offload-adamw": "cpu-offload-adamw"}
+              "cpu-offload-adamw": "cpu-offload-adamw", "sgd": "sgd", "muon": "muon",
+              # torchao's AdamW4bit, as torchtune and axolotl (adamw_torch_4bit) call it
+              "adamw4bit": "adamw4bit", "adamw4bit-torchao": "adamw4bit"}
 SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp", "zero3": "fsdp",
             "fsdp-shard-grad-op": "shard-grad-op", "zero2": "shard-grad-op",
-            "fsdp-full-shard+cpu-offload": "fsdp-offload", "zero3+offload-all": "fsdp-offload"}
+            "fsdp-full-shard+cpu-offload": "fsdp-offload", "zero3+offload-all": "fsdp-offload",
+            # HYBRID_SHARD: sharded within each node, replicated across (skip_reason checks
+            # that the row's shard group is the node)
+            "fsdp-hybrid-shard": "hybrid-shard"}
 # What a source's training script does that its table rows do not say, read from the
 # script itself. LitGPT finetune/lora.py @8641822: FSDPStrategy(auto_wrap_policy={Block})
 # puts the LoRA adapters in the same unit as the frozen block weights, and gradient
@@ -64,6 +71,10 @@ SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp", "zero3": "
 # torchtune (2024 recipes): TransformerDecoder.forward returns self.output(h).float(), and the
 # recipes shift the fp32 logits with .contiguous() before the loss.
 SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_units": "true"},
+                   # atorch's FSDP example (dlrover@3a442b728 atorch/examples/llama2/fsdp_llama2.py)
+                   # wraps each LlamaDecoderLayer with use_orig_params=True after PEFT has put the
+                   # adapters inside it: one unit mixes adapters and frozen weights
+                   ("atorch", "fsdp"): {"fsdp_mixed_units": "true"},
                    ("torchtune", "none"): {"logits_fp32": "true"},
                    ("torchtune", "fsdp"): {"logits_fp32": "true"},
                    ("torchtune", "fsdp-offload"): {"logits_fp32": "true"}}
@@ -81,9 +92,213 @@ HF_FP32_LOGITS = {"llama-recipes", "atorch", "fms-hf-tuning", "accelerate",
 OWN_MIXED_PRECISION = {"torchtitan", "fms-fsdp", "llm-foundry", "nemo-automodel"}
 
 
+# ---- the row's published settings as pytorch-framework options (issue 16, parts 3-4) --------
+# Row precision -> the option's. fp8 rows run fp8 linear layers beside bf16 autocast or FSDP
+# mixed precision with fp32 master weights (the data files' notes: "fp8 linears, bf16
+# elsewhere, fp32 master weights unless noted"); fp8_settings adds the fp8 options.
+PRECISIONS = {"bf16-true": "bf16-true", "bf16-mixed": "bf16-mixed", "fp16-mixed": "fp16-mixed",
+              "fp32": "fp32", "fp8": "bf16-mixed"}
+# Attention kernels that keep no s x s scores (the option's "flash"): SDPA's flash and
+# memory-efficient backends, FlashAttention-2/3, xformers' memory-efficient attention and
+# PyTorch's flex attention all recompute the scores in backward from the logsumexp. Their
+# speeds differ; the option prices them as SDPA's.
+FLASH_KERNELS = {"sdpa", "fa2", "fa3", "xformers", "flex"}
+# Where the row does not state the kernel, the script's default, from its source:
+ATTENTION_DEFAULTS = {
+    # llm-foundry scripts/train/benchmarking/submit_benchmarks.py @8c8dd48: --attn_impl
+    # defaults to 'triton' (its Triton flash-attention kernel)
+    "llm-foundry": "flash",
+    # LlamaFactory flash_attn 'auto' (hparams/model_args.py, 0.8+) leaves transformers its
+    # default, SDPA (modeling_utils.py _check_and_enable_sdpa, transformers >= 4.36)
+    "llamafactory": "flash",
+}
+LOSSES = {"ce": "ce", "chunked-ce": "chunked-ce", "cut-cross-entropy": "fused-ce"}
+# Scripts whose "selective" activation checkpointing is torchtitan's per-op policy, the
+# option's "selective" (torchtitan/models/llama3/parallelize_llama.py _apply_ac_to_transformer_block,
+# selective_ac_option 'op'); torchtitan's 'selective layer' (every k-th block) is another policy.
+SELECTIVE_OP = {"torchtitan"}
+# Scripts that run TP with sequence parallelism on the norms (torchtitan
+# parallelize_llama.py apply_tp: SequenceParallel() on attention_norm/ffn_norm and the
+# final norm, loss_parallel on the output).
+TP_SEQUENCE_PARALLEL = {"torchtitan"}
+# Engines whose features the pytorch framework does not express: a row of these is skipped.
+ENGINES = {
+    "nemo": "Megatron-core engine (distributed optimizer, Transformer Engine layers, "
+            "TP communication overlap)",
+    "megatron": "Megatron-core engine (distributed optimizer, Transformer Engine layers, "
+                "TP communication overlap)",
+    "megatron-bridge": "Megatron-core engine (Megatron-FSDP or distributed optimizer, "
+                       "Transformer Engine layers)",
+    "nemo-automodel": "NeMo AutoModel's Transformer Engine layers and Triton LoRA kernels "
+                      "('TE + triton' in its tables)",
+    "unsloth": "Unsloth's Triton kernels (fused LoRA MLP and QKV, RoPE, RMSNorm, "
+               "cross-entropy) and its own gradient checkpointing",
+}
+# Scripts whose every sample is exactly seq_len tokens although the row's packing is false:
+# compute and memory are those of full-length (packed) micro-batches.
+FIXED_LENGTH = {
+    # Answer.AI fsdp_qlora train.py @4cd6923: the dummy dataset's output is context_length*2
+    # copies of 'output' truncated to context_length
+    "fsdp_qlora",
+    # DeepSpeed-Chat step 1 (utils/data/data_utils.py @3a77097a: tokenizer(...,
+    # padding='max_length', max_length=max_seq_len)) and the DeepSpeed fine-tune demo
+    # (finetune_llama.py: padding='max_length')
+    "deepspeed",
+}
+def cluster(row: dict) -> tuple[int, int]:
+    """(GPUs per node, network per node in Gbit/s; 0 when not stated) of the row's run, from
+    its source; one node of all its GPUs where the source gives no nodes."""
+    name, gpus = script(row), row["gpus"]
+    if name == "torchtitan":
+        # benchmarks/llama3_h100_202412_torchtitan.md: Grand Teton hosts of 8 H100 with
+        # 400 Gb/s RDMA per GPU; docs/performance.md (2024) names neither hosts nor network
+        per_node = 8
+        network = 3200 if "llama3_h100_202412" in row.get("source", "") else 0
+    elif name == "fms-fsdp":
+        # README @4ffb9bd: 8-GPU nodes; its '400Gbps' and '800Gbps' do not say per node or per
+        # GPU, so the network is not stated
+        per_node, network = 8, 0
+    elif name == "atorch":
+        # dlrover atorch llama2 README: nodes of 8 A100-80GB, NVLink, 800 Gb/s RDMA
+        per_node, network = 8, 800
+    elif name == "llm-foundry":
+        # scripts/train/benchmarking/README.md: MosaicML platform nodes of 8 GPUs
+        per_node, network = 8, 0
+    else:
+        per_node, network = gpus, 0
+    return (per_node, network) if gpus > per_node else (gpus, 0)
+
+
 def script(row: dict) -> str:
     """The training program: the row's `framework`, else its source (the id's first token)."""
     return row.get("framework") or row["id"].split("-")[0]
+
+
+def full_length(row: dict) -> bool:
+    """Every micro-batch is seq_len tokens: packed, or samples of fixed length."""
+    return row.get("packing") is True or script(row) in FIXED_LENGTH
+
+
+def skip_reason(row: dict, model: dict | None) -> str | None:
+    """Why the pytorch framework cannot express the row, or None."""
+    model = model or {}
+    if model.get("kind") != "llm":
+        return f"{model.get('kind')} model: awaits the diffusion memory model"
+    if row.get("duplicate_of"):
+        return f"duplicate of {row['duplicate_of']}"
+    if row["method"] not in METHODS:
+        return f"method {row['method']}: adapters other than LoRA"
+    if script(row) in ENGINES:
+        return ENGINES[script(row)]
+    if row.get("distributed", "none") not in SHARDING:
+        return f"distributed {row['distributed']}"
+    if row.get("optimizer") not in OPTIMIZERS:
+        return f"optimizer {row.get('optimizer')}"
+    if row.get("precision", "bf16-true") not in PRECISIONS:
+        return f"precision {row['precision']}"
+    fp8 = row.get("fp8") or {}
+    if row.get("precision") == "fp8" and (fp8.get("library") != "torchao"
+                                           or fp8.get("recipe", "tensorwise") != "tensorwise"):
+        return (f"fp8 by {fp8.get('library')} ({fp8.get('recipe') or 'recipe not stated'}): "
+                f"only torchao's tensorwise Float8Linear is an option")
+    ckpt = row.get("gradient_checkpointing", "full")
+    if ckpt == "unknown":
+        return "activation checkpointing not stated"
+    if ckpt == "selective" and (script(row) not in SELECTIVE_OP
+                                or "selective layer" in row.get("notes", "")):
+        return "selective checkpointing of some blocks (a share the row does not give)"
+    if ckpt not in ("none", "full", "selective"):
+        return f"gradient checkpointing {ckpt}"
+    if row.get("activation_offload") and ckpt != "full":
+        return "activation offloading without full checkpointing"
+    attention = row.get("attention", "sdpa")
+    if attention == "unknown" and script(row) not in ATTENTION_DEFAULTS:
+        return "attention kernel not stated"
+    if row.get("loss", "ce") not in LOSSES:
+        return f"loss {row['loss']}"
+    if "use_kernels true" in row.get("notes", "") or "[ctx:axolotl-gptoss]" in row.get("notes", ""):
+        # axolotl's gpt-oss configs (examples/gpt-oss, the data file's context block):
+        # use_kernels true loads the hub's MoE kernels
+        return "the hub's MoE kernels (use_kernels)"
+    par = row.get("parallelism") or {}
+    if par.get("cp", 1) > 1:
+        return "context parallelism"
+    if par.get("vpp", 1) > 1 or "Interleaved" in str(par.get("pp_schedule", "")):
+        return "interleaved pipeline stages"
+    if par.get("async_tp"):
+        return "async TP (TP communication overlapped with compute)"
+    degrees = [par.get(k, 1) for k in ("tp", "pp", "cp", "dp_shard", "dp")]
+    if par and math.prod(degrees) != row["gpus"]:
+        return f"parallel degrees {par} do not multiply to {row['gpus']} GPUs"
+    if par.get("dp", 1) > 1 and par.get("dp_shard", 1) > 1:
+        return "HSDP (replicas of FSDP groups) set by degrees"
+    if row.get("distributed") == "fsdp-hybrid-shard" and (
+            row.get("shard_group_size") != cluster(row)[0] or cluster(row)[0] == row["gpus"]):
+        return "hybrid sharding over groups other than the nodes"
+    if not row.get("micro_batch"):
+        return "micro-batch not given"
+    if row.get("measurement_kind") and row.get("outcome") != "oom" and not row.get("seq_len"):
+        return "fit limit without its value"
+    if method_targets(row) is False:
+        return f"LoRA targets {(row.get('lora') or {}).get('targets')}"
+    return None
+
+
+def method_targets(row: dict) -> str | None | bool:
+    """The option's lora_targets for the row's targets (None for full fine-tuning, False
+    when no value of the option is the row's set)."""
+    if METHODS.get(row["method"]) == "full":
+        return None
+    targets = (row.get("lora") or {}).get("targets")
+    if targets is None or targets in ALL_LINEAR:
+        return "all"
+    key = TARGETS.get(tuple(sorted(targets))) if isinstance(targets, list) else None
+    return False if key is None else key
+
+
+# Target lists the data files write out for "every linear layer of the blocks": PEFT's
+# all-linear, and DeepSpeed-Chat's --lora_module_name decoder.layers on OPT (q, k, v, out_proj,
+# fc1, fc2: the option's "all" for a two-matrix MLP)
+ALL_LINEAR = ("all-linear", "all nn.Linear in decoder.layers (q, k, v, out_proj, fc1, fc2)")
+
+
+def row_settings(row: dict, model: dict, out: dict) -> dict:
+    """The settings the row's precision, fp8, checkpointing, attention, loss, parallelism
+    and script add to the base mapping."""
+    extra = {}
+    if row.get("precision") == "fp8":
+        extra["fp8_linear"] = "true"
+        if (row.get("fp8") or {}).get("fsdp_float8_all_gather") and \
+                out["sharding"] in ("fsdp", "fsdp-offload", "hybrid-shard"):
+            extra["fp8_all_gather"] = "true"
+    if row.get("activation_offload"):
+        extra["activation_offload"] = "true"
+    extra["loss"] = LOSSES[row.get("loss", "ce")]
+    if row.get("attention") == "unknown":
+        extra["attention"] = ATTENTION_DEFAULTS[script(row)]
+    par = row.get("parallelism") or {}
+    if par.get("tp", 1) > 1:
+        extra["tp"] = str(par["tp"])
+        sp = par.get("sequence_parallel", script(row) in TP_SEQUENCE_PARALLEL)
+        extra["sp"] = str(bool(sp)).lower()
+    if par.get("pp", 1) > 1:
+        extra["pp"] = str(par["pp"])
+    if row.get("grad_accum"):
+        extra["grad_accum"] = str(row["grad_accum"])
+    if full_length(row):
+        extra["packing"] = "true"
+    if out["method"] == "lora" and out["precision"] in ("bf16-mixed", "fp16-mixed") and \
+            script(row) in BASE_16BIT:
+        extra["base_weights_16bit"] = "true"
+    return extra
+
+
+# Scripts whose mixed precision keeps the frozen base in its 16-bit load dtype and upcasts
+# only the trainable (LoRA) weights: LlamaFactory (src/llmtuner/model/adapter.py @0507637:
+# init_adapter casts the parameters that require grad to float32), the HF Trainer with PEFT
+# (the model loaded with torch_dtype, autocast on top), DeepSpeed's fp16/bf16 engine
+# (runtime/engine.py _configure_distributed_model: module.half() / module.bfloat16()).
+BASE_16BIT = {"llamafactory", "hf-trainer", "deepspeed"}
 
 
 def model_spec(name: str, m: dict) -> dict:
@@ -116,19 +331,18 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     method = METHODS.get(row["method"])
     sharding = SHARDING.get(row.get("distributed", "none"))
     optimizer = OPTIMIZERS.get(row.get("optimizer"))
-    if None in (method, sharding, optimizer) or not row.get("micro_batch"):
+    if None in (method, sharding, optimizer) or skip_reason(row, {"kind": "llm", **(model or {})}):
         return None
-    out = {"method": method, "precision": row.get("precision", "bf16-true"),
+    out = {"method": method, "precision": PRECISIONS.get(row.get("precision", "bf16-true")),
            "optimizer": optimizer,
            "optimizer_in_backward": str(bool(row.get("optimizer_in_backward"))).lower(),
-           "gradient_checkpointing": {"none": "none", "selective": "selective"}.get(
-               row.get("gradient_checkpointing"), "full"),
+           "gradient_checkpointing": row.get("gradient_checkpointing", "full"),
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((script(row), sharding), {}))
     if script(row) in HF_FP32_LOGITS and out["loss"] == "ce":
         out["logits_fp32"] = "true"
-    if out["precision"] == "bf16-mixed" and sharding != "none" and (
+    if out["precision"] in ("bf16-mixed", "fp16-mixed") and sharding != "none" and (
             script(row) in OWN_MIXED_PRECISION or row.get("distributed", "").startswith("zero")):
         out["fsdp_mixed_precision"] = "true"
     out["packing"] = "false" if row.get("packing") is False else "true"
@@ -144,19 +358,34 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         out["quant_library"] = "torchao" if library.startswith("torchao") else "bnb"
     if method != "full":
         lora = row.get("lora") or {}
-        targets = lora.get("targets")
-        key = "all" if targets in (None, "all-linear") else TARGETS.get(tuple(sorted(targets)))
-        if key is None:
+        key = method_targets(row)
+        if not key:
             return None
         out.update(lora_rank=str(lora.get("rank", 8)), lora_targets=key,
                    lora_dropout=str(bool(lora.get("dropout", 0.05))).lower())
+    out.update(row_settings(row, model or {}, out))
     return out
+
+
+# Rows the data file or the source itself calls unrepresentative, kept out of the figures
+# and listed as skipped with the reason:
+EXCLUDED = {
+    "torchtune-23": "the data file: same config name as torchtune-22 but ~2x the memory; "
+                    "'treat as a noise warning'",
+    "torchtune-25": "the data file: same config name as torchtune-24 yet ~2x memory (noise warning)",
+    "llamarecipes-1": "FSDP without its all-gather rate limiter (limit_all_gathers=False): "
+                      "gathers run ahead of compute without bound, which no option expresses",
+}
 
 
 def length_unknown(row: dict) -> bool:
     """Batches padded to a length the row does not give: packing not stated, or a seq_len
     that is only the truncation limit of shorter samples. The estimate at seq_len is then an
-    upper bound: such rows count for under-prediction and fit, not for MAPE or speed."""
+    upper bound: such rows count for under-prediction and fit, not for MAPE or speed. So is a
+    row with no seq_len at all (untruncated Alpaca, padded to its longest sample), estimated at
+    2048 tokens, the longest Alpaca sample being shorter."""
+    if row.get("seq_len") is None and not row.get("measurement_kind"):
+        return True
     return row.get("packing") == "unknown" or (
         row.get("packing") is False and "only the truncation limit" in row.get("seq_len_note", ""))
 
@@ -199,33 +428,123 @@ def evaluate(paths: list[Path] | Path | None = None) -> dict:
     results, skipped = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for row in measurements:
+            if row["id"] in EXCLUDED:
+                skipped.append((row["id"], f"excluded: {EXCLUDED[row['id']]}", ""))
+                continue
             if row.get("model") not in models:
                 skipped.append((row["id"], "unknown model", ""))
                 continue
             model = models[row["model"]]
-            settings = settings_for(row, model) if model.get("kind") == "llm" else None
-            if settings is None or row.get("duplicate_of"):
-                skipped.append((row["id"], row.get("method"), model.get("kind")))
+            reason = skip_reason(row, model)
+            settings = settings_for(row, model) if reason is None else None
+            if settings is None:
+                skipped.append((row["id"], reason or row.get("method"), model.get("kind")))
                 continue
             spec = Path(tmp) / f"{row['model']}.yaml"
             if not spec.exists():
                 spec.write_text(yaml.safe_dump(model_spec(row["model"], model)))
-            gpu = _gpu_name(kb, row.get("emulated_gpu") or row["gpu"])
-            if gpu is None:
-                skipped.append((row["id"], f"unknown GPU {row['gpu']}", ""))
+            query = _query(kb, row, spec, Path(tmp))
+            if isinstance(query, str):
+                skipped.append((row["id"], query, ""))
                 continue
-            query = {"gpus": f"{row['gpus']}x{gpu}", "model": str(spec), "framework": "pytorch",
-                     "seq_len": row.get("seq_len") or 2048, "headroom": 0.0}
+            per_node, network = cluster(row)
+            if row["gpus"] > per_node and network:
+                settings["inter_node_gbps"] = str(network)
+            speed_note = None
+            accum = settings.get("grad_accum")
+            if accum is not None and Fraction(accum) not in kb.options["pytorch.grad_accum"].domain:
+                del settings["grad_accum"]  # memory does not read it (no pipeline here)
+                speed_note = f"grad_accum {accum} outside the option's domain"
             try:
                 estimate = api.estimate(query, settings, kb)
             except KbError as error:
                 skipped.append((row["id"], f"error: {error.diagnostics[0].message}", ""))
                 continue
-            results.append(_compare(row, estimate, model))
+            result = _compare(row, estimate, model, _gpu_name(kb, _card(row)))
+            gpu_known = (row.get("emulated_gpu") or row["gpu"]) != "unknown"
+            result["fit_known"] = gpu_known or bool(row.get("memory_budget"))
+            if row.get("measurement_kind"):
+                result.update(_limit(row, estimate))
+            if (speed_note or not gpu_known) and "tokens_per_s_gpu" in result:
+                result.pop("tokens_per_s_gpu")
+                result.pop("predicted_tokens_per_s_gpu", None)
+                result["speed_skipped"] = speed_note or "GPU not stated"
+            results.append(result)
     return {"rows": results, "skipped": skipped}
 
 
-def _compare(row: dict, estimate, model: dict) -> dict:
+# The GPU that stands in for an unnamed one: memory does not depend on the card, so its
+# memory rows compare; its fit uses the row's memory budget; its speed is not compared.
+STAND_IN = "A100-80G-SXM"
+
+
+def _query(kb, row: dict, spec: Path, tmp: Path) -> dict | str:
+    """The estimate's query: the row's GPUs by node, the card (or a spec of the same card
+    with the row's memory), its sequence length; or why there is none."""
+    name = row.get("emulated_gpu") or row["gpu"]
+    gpu = _gpu_name(kb, _card(row))
+    if gpu is None:
+        return f"unknown GPU {row['gpu']}"
+    per_node, _ = cluster(row)
+    nodes = row["gpus"] // per_node
+    count = f"{nodes}x{per_node}" if nodes > 1 else f"{row['gpus']}"
+    query = {"model": str(spec), "framework": "pytorch", "headroom": 0.0,
+             "seq_len": row.get("seq_len") or _LIMIT_FLOOR.get(row.get("measurement_kind"), 2048)}
+    memory = _memory_gib(kb, row, name, gpu)
+    if memory is None:
+        query["gpus"] = f"{count}x{gpu}"
+        return query
+    fields = kb.catalog.gpu(gpu).model_dump(exclude_none=True)
+    for key in ("aliases", "alias_note", "notes"):
+        fields.pop(key, None)
+    fields.update(name=f"{gpu}-{memory:g}GiB", memory_gib=memory,
+                  source=f"bench: {gpu} with the row's memory ({row['id']})")
+    path = tmp / f"gpu-{gpu}-{memory:g}.yaml"
+    path.write_text(yaml.safe_dump(fields))
+    query.update(gpus=count, gpu_spec=str(path))
+    return query
+
+
+def _card(row: dict) -> str:
+    """The catalog card the estimate runs on: the emulated one, the named one, or the
+    stand-in for an unnamed one."""
+    name = row.get("emulated_gpu") or row["gpu"]
+    return STAND_IN if name == "unknown" else name
+
+
+def _memory_gib(kb, row: dict, name: str, gpu: str) -> float | None:
+    """The row's device memory where it is not the catalog card's: a stated memory budget
+    (read as the KB reads a size typed in GB: kb/catalog/gpus.yaml datasheet_gb_reported),
+    unless it is the named card's own size, or a card of the same part with more memory
+    (torchtitan's 96 GB Grand Teton H100s: the part's nvidia-smi share of its size)."""
+    from kbsolve.program.facts import gpu_memory
+    entry = kb.catalog.gpu(gpu)
+    size = re.search(r"(\d+)GB", name)
+    nominal = int(size.group(1)) if size else round(entry.memory_gib)
+    budget = row.get("memory_budget")
+    if budget:
+        if name != "unknown" and budget["value"] == nominal and budget["unit"] == "GB":
+            return None
+        return gpu_memory(kb, f"{budget['value']}{budget['unit']}")[0]
+    if row.get("gpu_memory_gb") and row["gpu_memory_gb"] != nominal:
+        return round(entry.memory_gib * row["gpu_memory_gb"] / nominal, 2)
+    return None
+
+
+# A fit limit with no value ("no context length fits"): the shortest sequence stands for
+# every length, since memory grows with the sequence.
+_LIMIT_FLOOR = {"max_seq_len_that_fits": 1, "max_micro_batch_that_fits": 1}
+
+
+def _limit(row: dict, estimate) -> dict:
+    """A fit limit compared as fit/OOM agreement: the row fits at its published limit, and
+    a limit that is 'none fits' overflows at the smallest value. Where a source says the next
+    step failed, that step is a row of its own with outcome oom (torchtitan-28)."""
+    fits = estimate.memory.per_gpu_gib.device <= estimate.memory.gpu_gib
+    return {"kind": "limit", "limit_agrees": fits if row.get("outcome") == "fits" else not fits}
+
+
+def _compare(row: dict, estimate, model: dict, card: str | None = None) -> dict:
     level = LEVEL.get(row.get("metric"), "allocated")
     levels = estimate.memory.per_gpu_gib.model_dump()
     predicted = levels[level]
@@ -250,8 +569,8 @@ def _compare(row: dict, estimate, model: dict) -> dict:
            "accelerate": round(accelerate, 3), "deepspeed": round(deepspeed, 3),
            "outcome": row.get("outcome"), "gpu_gib": estimate.memory.gpu_gib,
            "predicted_fits": levels["device"] <= estimate.memory.gpu_gib}
-    measured_tput = tokens_per_s_gpu(row, model, estimate.memory.gpu_gib and _peak(estimate))
-    if measured_tput and row.get("packing") is True:  # padded batches: tokens per step unknown
+    measured_tput = tokens_per_s_gpu(row, model, estimate.memory.gpu_gib and _peak(card or estimate.gpu))
+    if measured_tput and full_length(row):  # padded batches: tokens per step unknown
         out["tokens_per_s_gpu"] = measured_tput
         out["predicted_tokens_per_s_gpu"] = (estimate.speed.tokens_per_s or 0) / row["gpus"]
     return out
@@ -274,18 +593,47 @@ def tokens_per_s_gpu(row: dict, model: dict, peak_flops: float) -> float | None:
         return value / row["gpus"]
     if unit == "tflops/gpu" and tput.get("flops_per_token"):
         return value * 1e12 / tput["flops_per_token"]
+    if unit == "tflops/gpu" and script(row) in FLOPS_COUNTED:
+        return value * 1e12 / FLOPS_COUNTED[script(row)](row, model)
+    if unit == "samples/s" and script(row) == "deepspeed" and row.get("seq_len"):
+        # DeepSpeed's ThroughputTimer (deepspeed/utils/timer.py) counts train_batch_size
+        # samples per step over all GPUs; DeepSpeed-Chat pads every sample to max_seq_len
+        return value * row["seq_len"] / row["gpus"]
+    if unit == "s/benchmark-run" and script(row) == "fsdp_qlora" and row.get("seq_len"):
+        # Answer.AI benchmarks_03_2024.md: 'Time (s)' to train the template's
+        # --dataset_samples 1024, each exactly context_length tokens, spread over the GPUs
+        return 1024 * row["seq_len"] / value / row["gpus"]
     if unit != "tok/s/gpu":
         return None
     flops_per_token = (6 if row["method"] == "full" else 4) * model["params_b"] * 1e9
-    if row["gpus"] > 1 and value * flops_per_token > peak_flops:
+    if script(row) == "torchtune" and row["gpus"] > 1 and value * flops_per_token > peak_flops:
         return value / row["gpus"]
     return value
 
 
-def _peak(estimate) -> float:
+def _atorch_flops(row: dict, model: dict) -> float:
+    """Hardware FLOPs per token as dlrover's atorch llama2 example counts them
+    (atorch/examples/llama2/example_utils.py @358a3c9 compute_llama2_training_flops, the
+    Megatron-LM appendix formula): per layer 8sh^2 + 4s^2h for attention (MHA projections)
+    and 6shi for the three MLP matrices, 2shV for the logits; backward twice the forward
+    (once for LoRA); one more forward of the layers under gradient checkpointing."""
+    s, h = row["seq_len"], model["hidden_size"]
+    i, v, layers = model.get("intermediate_size", 4 * h), model["vocab_size"], model["num_hidden_layers"]
+    layer = 8 * s * h * h + 4 * s * s * h + 6 * s * h * i
+    logits = 2 * s * h * v
+    factor = 2 if row["method"] != "full" else 3
+    recompute = 1 if row.get("gradient_checkpointing") == "full" else 0
+    return (layers * layer * (factor + recompute) + logits * factor) / s
+
+
+# Scripts whose published TFLOP/s per GPU follow a FLOP count of their own:
+FLOPS_COUNTED = {"atorch": _atorch_flops}
+
+
+def _peak(card: str) -> float:
     """The GPU's dense 16-bit peak in FLOP/s, from the catalog."""
     from kbsolve import api
-    gpu = api.load_kb().catalog.gpu(estimate.gpu)
+    gpu = api.load_kb().catalog.gpu(card)
     return (gpu.bf16_tflops or gpu.fp16_tflops) * 1e12
 
 
@@ -358,14 +706,19 @@ def _speed_figures(rows: list[dict]) -> dict:
 def _fit_figures(rows: list[dict]) -> dict:
     """OOM rows predicted to overflow, and rows that ran predicted to fit, at the band's
     upper end."""
-    oom = [r for r in rows if r["outcome"] == "oom"]
-    ran = [r for r in rows if r["outcome"] == "fits"]
+    rows = [r for r in rows if r.get("fit_known", True)]  # a GPU and memory the row names
+    limits = [r for r in rows if r.get("kind") == "limit"]
+    oom = [r for r in rows if r["outcome"] == "oom" and r.get("kind") != "limit"]
+    ran = [r for r in rows if r["outcome"] == "fits" and r.get("kind") != "limit"]
     return {"oom_rows": len(oom),
             "oom_agreement_pct": round(100 * sum(not r["predicted_fits"] for r in oom)
                                        / len(oom), 1) if oom else None,
             "ran_rows": len(ran),
             "ran_predicted_to_fit_pct": round(100 * sum(r["predicted_fits"] for r in ran)
-                                              / len(ran), 1) if ran else None}
+                                              / len(ran), 1) if ran else None,
+            "limit_rows": len(limits),
+            "limit_agreement_pct": round(100 * sum(r["limit_agrees"] for r in limits)
+                                         / len(limits), 1) if limits else None}
 
 
 def _all_figures(rows: list[dict]) -> dict:
@@ -437,7 +790,8 @@ def _print(summary: dict, skipped: list) -> None:
         print(f"{name:>5}: memory MAPE {f['mape_pct']} % over {f['rows_compared']} rows, "
               f"{100 * f['under_10pct_share']:.0f} % under by >10 %; OOM rows predicted to "
               f"overflow {f['oom_agreement_pct']} % of {f['oom_rows']}; rows that ran predicted "
-              f"to fit {f['ran_predicted_to_fit_pct']} % of {f['ran_rows']}; speed rho "
+              f"to fit {f['ran_predicted_to_fit_pct']} % of {f['ran_rows']}; fit limits agree "
+              f"{f['limit_agreement_pct']} % of {f['limit_rows']}; speed rho "
               f"{f['spearman']}, median abs error {f['median_abs_error_pct']} % over "
               f"{f['throughput_rows']} rows")
     print("calibration:", summary["calibration"], "drift:", summary["calibration_drift"])

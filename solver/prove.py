@@ -38,8 +38,12 @@ class Model:
                 self.parts[f"pin:{key}"] = self.c.equals(key, value)
         for option in problem.options:
             if option.when is not None and option.key in problem.choices:
+                # a `from` option kept as a choice (pinned) has no default among its values:
+                # its `when` must hold, as the branch and bound's _is_default says
+                default = (self.c.equals(option.key, option.default)
+                           if option.default in problem.choices[option.key] else z3.BoolVal(False, self.c.ctx))
                 self.parts[f"when:{option.key}"] = z3.Implies(
-                    z3.Not(self.c.term(option.when)), self.c.equals(option.key, option.default))
+                    z3.Not(self.c.term(option.when)), default)
         self.memory = self._memory_total()
         budget = self.c._real(problem.budget_bytes)
         self.parts["memory:fit"] = self.memory <= budget

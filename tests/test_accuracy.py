@@ -35,6 +35,88 @@ def test_adapters_the_model_cannot_express_are_skipped():
     assert accuracy.settings_for(dict(LITGPT_FSDP_ROW, method="ia3"), {}) is None
 
 
+LLAMAFACTORY_FP16_ROW = {"id": "llamafactory-1", "framework": "llamafactory", "method": "lora",
+                         "precision": "fp16-mixed", "optimizer": "adamw", "micro_batch": 4,
+                         "grad_accum": 2, "gradient_checkpointing": "full", "attention": "sdpa",
+                         "loss": "ce", "packing": False, "distributed": "none", "gpus": 1,
+                         "lora": {"rank": 8, "targets": ["q_proj", "v_proj"]}}
+
+
+def test_fp16_autocast_keeps_the_frozen_base_in_16_bits_where_the_script_does():
+    settings = accuracy.settings_for(LLAMAFACTORY_FP16_ROW, {})
+    assert settings["precision"] == "fp16-mixed" and settings["base_weights_16bit"] == "true"
+    assert settings["grad_accum"] == "2" and settings["packing"] == "false"
+    litgpt = accuracy.settings_for(dict(LITGPT_FSDP_ROW, precision="bf16-mixed"), {})
+    assert litgpt["precision"] == "bf16-mixed" and "base_weights_16bit" not in litgpt
+
+
+TORCHTITAN_FP8_ROW = {"id": "torchtitan-11", "framework": "torchtitan", "method": "full",
+                      "precision": "fp8", "optimizer": "adamw", "micro_batch": 16, "gpus": 256,
+                      "fp8": {"library": "torchao", "recipe": "tensorwise",
+                              "fsdp_float8_all_gather": True},
+                      "gradient_checkpointing": "full", "attention": "sdpa", "loss": "ce",
+                      "packing": True, "distributed": "fsdp-full-shard", "seq_len": 8192,
+                      "parallelism": {"dp_shard": 32, "tp": 8, "async_tp": False},
+                      "source": "benchmarks/llama3_h100_202412_torchtitan.md"}
+
+
+def test_torchtitan_fp8_with_tensor_parallelism():
+    settings = accuracy.settings_for(TORCHTITAN_FP8_ROW, {})
+    assert settings["precision"] == "bf16-mixed" and settings["fp8_linear"] == "true"
+    assert settings["fp8_all_gather"] == "true" and settings["sharding"] == "fsdp"
+    assert settings["tp"] == "8" and settings["sp"] == "true"  # torchtitan's TP plan is SP
+    assert accuracy.cluster(TORCHTITAN_FP8_ROW) == (8, 3200)
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"parallelism": {"dp_shard": 4, "cp": 2}, "gpus": 8}, "context parallelism"),
+    ({"parallelism": {"dp_shard": 32, "tp": 8, "async_tp": True}}, "async TP"),
+    ({"parallelism": {"dp_shard": 16, "tp": 8}}, "do not multiply"),
+    ({"fp8": {"library": "transformer-engine", "recipe": "delayed"}}, "transformer-engine"),
+    ({"framework": "nemo"}, "Megatron-core"),
+    ({"gradient_checkpointing": "unknown"}, "not stated"),
+    ({"gradient_checkpointing": "selective", "framework": "fms-fsdp"}, "some blocks"),
+    ({"micro_batch": None}, "micro-batch"),
+])
+def test_settings_the_framework_cannot_express_skip_the_row_with_a_reason(change, reason):
+    row = dict(TORCHTITAN_FP8_ROW, **change)
+    assert reason in accuracy.skip_reason(row, {"kind": "llm"})
+    assert accuracy.settings_for(row, {}) is None
+
+
+def test_hybrid_shard_over_nodes_and_the_sources_network():
+    row = {"id": "fmsfsdp-1", "framework": "fms-fsdp", "method": "full", "gpus": 128,
+           "gpu": "A100-80GB", "precision": "bf16-mixed", "optimizer": "adamw",
+           "micro_batch": 2, "gradient_checkpointing": "none", "attention": "sdpa",
+           "packing": True, "distributed": "fsdp-hybrid-shard", "shard_group_size": 8}
+    assert accuracy.settings_for(row, {})["sharding"] == "hybrid-shard"
+    assert accuracy.cluster(row) == (8, 0)  # its 400Gbps: per node or per GPU not said
+    assert "other than the nodes" in accuracy.skip_reason(dict(row, shard_group_size=16),
+                                                          {"kind": "llm"})
+
+
+def test_throughput_units_convert_as_their_sources_count():
+    deepspeed = {"framework": "deepspeed", "gpus": 16, "seq_len": 512, "method": "full",
+                 "throughput": {"value": 171.74, "unit": "samples/s"}}
+    assert accuracy.tokens_per_s_gpu(deepspeed, {}, 1e15) == pytest.approx(171.74 * 512 / 16)
+    answerai = {"framework": "fsdp_qlora", "gpus": 2, "seq_len": 2048, "method": "qlora",
+                "throughput": {"value": 998, "unit": "s/benchmark-run"}}
+    assert accuracy.tokens_per_s_gpu(answerai, {}, 1e15) == pytest.approx(1024 * 2048 / 998 / 2)
+    llama2 = {"hidden_size": 4096, "intermediate_size": 11008, "vocab_size": 32000,
+              "num_hidden_layers": 32}
+    atorch = {"framework": "atorch", "gpus": 8, "seq_len": 4096, "method": "lora",
+              "gradient_checkpointing": "full",
+              "throughput": {"value": 177.9, "unit": "tflops/gpu"}}
+    # compute_llama2_training_flops: per layer (8sh^2 + 4s^2h + 6shi) x (2 + 1), logits 2shV x 2
+    s, h = 4096, 4096
+    per_token = (32 * (8 * s * h * h + 4 * s * s * h + 6 * s * h * 11008) * 3
+                 + 2 * s * h * 32000 * 2) / s
+    assert accuracy.tokens_per_s_gpu(atorch, llama2, 1e15) == pytest.approx(177.9e12 / per_token)
+    litgpt = {"id": "litgpt-1a", "gpus": 1, "method": "lora",
+              "throughput": {"value": 1.62, "unit": "min/1k-iters"}}
+    assert accuracy.tokens_per_s_gpu(litgpt, {}, 1e15) is None  # padded: tokens unknown
+
+
 @pytest.fixture(scope="module")
 def summary():
     paths = [shared_dir("data", "memory_measurements.yaml")] + sorted(accuracy.OWN.glob("*.yaml"))
