@@ -85,6 +85,10 @@ SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_unit
 # v4.46), and the loss shifts them with .contiguous() (modeling_llama.py, v4.31-v4.45).
 HF_FP32_LOGITS = {"llama-recipes", "atorch", "fms-hf-tuning", "accelerate",
                   "hf-trainer", "openrlhf"}
+# Row groups of those scripts published after v4.46 (the loss still upcasts; the model no
+# longer does): the Unsloth README's context-length tables (unslothai/unsloth@e3162dc5,
+# 2025-01-14), whose Hugging Face + FA2 column is the HF Trainer.
+HF_AFTER_4_46 = ("[ctx:unsloth-ctx]",)
 # Scripts whose bf16-mixed is FSDP's MixedPrecision (param_dtype bf16), not autocast:
 # torchtitan (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), fms-fsdp and
 # llm-foundry (FSDP mixed_precision bf16 param dtype), NeMo AutoModel (FSDP2 MixedPrecisionPolicy);
@@ -340,7 +344,8 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((script(row), sharding), {}))
-    if script(row) in HF_FP32_LOGITS and out["loss"] == "ce":
+    if script(row) in HF_FP32_LOGITS and out["loss"] == "ce" and not any(
+            group in row.get("notes", "") for group in HF_AFTER_4_46):
         out["logits_fp32"] = "true"
     if out["precision"] in ("bf16-mixed", "fp16-mixed") and sharding != "none" and (
             script(row) in OWN_MIXED_PRECISION or row.get("distributed", "").startswith("zero")):

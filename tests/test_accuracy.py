@@ -31,6 +31,13 @@ def test_torchtune_rows_return_fp32_logits_and_others_do_not():
     assert "logits_fp32" not in accuracy.settings_for(dict(row, id="peft-mmqa-60"), {})
 
 
+def test_hf_rows_after_transformers_4_46_keep_16_bit_logits():
+    row = dict(LITGPT_FSDP_ROW, id="unsloth-6", framework="hf-trainer", distributed="none")
+    assert accuracy.settings_for(row, {})["logits_fp32"] == "true"
+    later = dict(row, notes="[ctx:unsloth-ctx] Column 'Hugging Face+FA2'")
+    assert "logits_fp32" not in accuracy.settings_for(later, {})
+
+
 def test_adapters_the_model_cannot_express_are_skipped():
     assert accuracy.settings_for(dict(LITGPT_FSDP_ROW, method="ia3"), {}) is None
 
