@@ -38,7 +38,7 @@ def test_speed_reason_names_the_slower_alternative(kb):
     choice = next(c for c in plan.explanation if c.option == "flash_attn")
     assert choice.value == "fa2" and choice.kind == "speed"
     assert "slower" in choice.reasons[0].detail
-    assert any(r.rule == "llamafactory.attention" and r.source for r in choice.reasons)
+    assert any(r.rule == "llamafactory.attention_kernels" and r.source for r in choice.reasons)
     liger = next(c for c in plan.explanation if c.option == "enable_liger_kernel")
     # chosen for speed, or for memory where the model's error band leaves no room without it
     assert liger.value is True and liger.kind in ("speed", "memory")

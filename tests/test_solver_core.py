@@ -101,7 +101,9 @@ def test_plan_fits_and_respects_every_rule(kb):
     assert outcome.status == "optimal"
     assert outcome.metrics.feasible
     assert outcome.metrics.levels["device"] <= problem.budget_bytes
-    assert outcome.chosen[f"{FW}.finetuning_type"] == "lora"
+    # without consent rules the fastest plan trains few weights: freeze (the last layers
+    # train; no adapter traffic) or LoRA
+    assert outcome.chosen[f"{FW}.finetuning_type"] in ("freeze", "lora")
 
 
 def test_full_70b_on_one_4090_is_infeasible_for_memory(kb):
