@@ -85,10 +85,11 @@ SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_unit
 # v4.46), and the loss shifts them with .contiguous() (modeling_llama.py, v4.31-v4.45).
 HF_FP32_LOGITS = {"llama-recipes", "atorch", "fms-hf-tuning", "accelerate",
                   "hf-trainer", "openrlhf"}
-# Row groups of those scripts published after v4.46 (the loss still upcasts; the model no
+# Row groups of those scripts run on v4.46 or later (the loss still upcasts; the model no
 # longer does): the Unsloth README's context-length tables (unslothai/unsloth@e3162dc5,
-# 2025-01-14), whose Hugging Face + FA2 column is the HF Trainer.
-HF_AFTER_4_46 = ("[ctx:unsloth-ctx]",)
+# 2025-01-14), whose Hugging Face + FA2 column is the HF Trainer, and fms-acceleration's
+# benchmark (scripts/benchmarks/refs/requirements.txt @876e2ed: transformers 4.48.1).
+HF_AFTER_4_46 = ("[ctx:unsloth-ctx]", "[ctx:fmsaccel]")
 # Scripts whose bf16-mixed is FSDP's MixedPrecision (param_dtype bf16), not autocast:
 # torchtitan (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), fms-fsdp and
 # llm-foundry (FSDP mixed_precision bf16 param dtype), NeMo AutoModel (FSDP2 MixedPrecisionPolicy);
@@ -187,7 +188,9 @@ def skip_reason(row: dict, model: dict | None) -> str | None:
     """Why the pytorch framework cannot express the row, or None."""
     model = model or {}
     if model.get("kind") != "llm":
-        return f"{model.get('kind')} model: awaits the diffusion memory model"
+        return (f"{model.get('kind')} model: the LLM bench models decoder-only LLMs"
+                + (" (bench/dit_accuracy.py scores diffusion rows)"
+                   if model.get("kind") in ("video", "diffusion") else ""))
     if row.get("duplicate_of"):
         return f"duplicate of {row['duplicate_of']}"
     if row["method"] not in METHODS:
@@ -804,11 +807,12 @@ def _print(summary: dict, skipped: list) -> None:
     print("worst rows (id, metric, measured GiB, predicted GiB):")
     for row in summary["worst_rows"]:
         print("  ", row)
-    kinds = {}
-    for _, method, kind in skipped:
-        label = f"{kind or ''} {method}".strip()
-        kinds[label] = kinds.get(label, 0) + 1
-    print(f"skipped {len(skipped)} rows (video rows await the diffusion memory model):", kinds)
+    reasons = {}
+    for _, reason, _kind in skipped:
+        reasons[reason] = reasons.get(reason, 0) + 1
+    print(f"skipped {len(skipped)} rows, by reason:")
+    for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0])):
+        print(f"  {count:>4}  {reason}")
 
 
 def main() -> None:
