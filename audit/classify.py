@@ -1,7 +1,7 @@
 """Which YAML files are training configs, and of which framework.
 
 A YAML is a config of framework F when it holds F's `yaml_key` signs or keys
-that F's options write into F's main file; keys of F's other files (DeepSpeed,
+that F's options write into F's main file (its first, when that is a YAML); keys of F's other files (DeepSpeed,
 accelerate) mark a referenced file instead."""
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ def key_sets(kb: KnowledgeBase) -> KeySets:
     main: dict[str, set] = {}
     other: dict[str, set] = {}
     for name, fw in kb.frameworks.items():
-        main_file = next((f.name for f in fw.files if f.kind == "yaml"), None)
+        # the framework's first file is its main one; a framework driven by a script's
+        # flags (diffusers, torchtitan) has no main YAML: its accelerate file is another file
+        main_file = fw.files[0].name if fw.files and fw.files[0].kind == "yaml" else None
         main[name], other[name] = set(), set()
         for option in kb.options_of(name):
             for emit in option.emits:

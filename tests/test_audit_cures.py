@@ -78,10 +78,13 @@ def test_slow_cures_raise_throughput_and_consent_admits_more(kb, lf_examples):
         assert s.speed_delta_pct > 0 and s.device_gib <= s.budget_gib
         assert not {"use_unsloth", "fp8", "stage"} & s.changes.keys()
     withheld = {key for held in plain.needs_allow for key in held.changes}
-    assert {"use_unsloth", "fp8"} <= withheld
+    assert "use_unsloth" in withheld
+    # FP8 speeds only the GEMMs that run in FP8 and casts the weights every pass: for
+    # LoRA at this micro-batch it gains nothing (kb/llamafactory/tests_speed.kb), so it
+    # is neither offered nor withheld
+    assert "fp8" not in withheld
     allowed = api.fix(str(config), "slow", "1x4090", kb=kb, allow=["library,numerics"])
-    assert "use_unsloth" in allowed.suggestions[0].changes
-    assert any("fp8" in s.changes for s in allowed.suggestions)
+    assert any("use_unsloth" in s.changes for s in allowed.suggestions)
 
 
 def test_unknown_allow_name_is_a_usage_error(capsys, lf_examples):
