@@ -19,9 +19,14 @@ def reason(r: dict) -> str:
     return f"{rule}: {text}{where}"
 
 
+def _rate(value: float) -> str:
+    """Whole numbers from 100 up, else three significant digits (0.492 samples/s)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def speed(s: dict) -> list[str]:
     parts = [f"step {s['step_time_s']:.3f} s"]
-    parts += [f"{v:,.0f} {k}/s" for k, v in s["throughput"].items()]
+    parts += [f"{_rate(v)} {k}/s" for k, v in s["throughput"].items()]
     if s.get("mfu") is not None:
         parts.append(f"MFU {s['mfu']:.0%}")
     return ["\nSpeed: " + ", ".join(parts)]

@@ -41,7 +41,7 @@ from kbsolve.dsl.check import check
 from kbsolve.dsl.load import shipped_root
 from kbsolve.dsl.parse import grammar_text, keywords, parse_module
 
-EXAMPLES = int(os.environ.get("KBSOLVE_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("KBSOLVE_FUZZ_EXAMPLES", "40"))
 SLOW_EXAMPLES = 10_000
 
 FAST = settings(max_examples=EXAMPLES, deadline=None,

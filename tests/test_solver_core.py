@@ -45,13 +45,7 @@ def small_random_problem(kb, seed, free_count=4):
     return problem_for(kb, gpus, model, pins)
 
 
-@settings(max_examples=75, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(seed=st.integers(0, 10**9), free_count=st.integers(2, 5),
-       objective=st.sampled_from(["speed", "memory"]))
-def test_optimum_equals_enumerator(kb, seed, free_count, objective):
-    """The branch and bound's optimum is the enumerator's under either objective,
-    the defaults tie-break included (it is exact there)."""
+def _optimum_equals_enumerator(kb, seed, free_count, objective):
     problem = small_random_problem(kb, seed, free_count)
     problem.objective = objective
     ours = solve(problem)
@@ -65,8 +59,29 @@ def test_optimum_equals_enumerator(kb, seed, free_count, objective):
     assert sort_key(ours.metrics) == sort_key(by_brute.metrics)
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_PROBLEMS = dict(seed=st.integers(0, 10**9), free_count=st.integers(2, 5),
+                 objective=st.sampled_from(["speed", "memory"]))
+_SETTINGS = dict(deadline=None, derandomize=True,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                        HealthCheck.too_slow])
+
+
+@settings(max_examples=35, **_SETTINGS)
+@given(**_PROBLEMS)
+def test_optimum_equals_enumerator(kb, seed, free_count, objective):
+    """The branch and bound's optimum is the enumerator's under either objective,
+    the defaults tie-break included (it is exact there)."""
+    _optimum_equals_enumerator(kb, seed, free_count, objective)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, **_SETTINGS)
+@given(**_PROBLEMS)
+def test_optimum_equals_enumerator_on_many_more_problems(kb, seed, free_count, objective):
+    _optimum_equals_enumerator(kb, seed, free_count, objective)
+
+
+@settings(max_examples=8, **_SETTINGS)
 @given(seed=st.integers(0, 10**9), free_count=st.integers(2, 5))
 def test_z3_fallback_equals_enumerator(kb, seed, free_count):
     """Z3, which proves the optimum when the node budget runs out, agrees too on
