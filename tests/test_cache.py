@@ -141,7 +141,15 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("how", sorted(DAMAGE))
+# Each damage costs a cold KB build (about 1.8 s of CPU); three kinds run by default
+# (a checksum that fails, a file cut to nothing, a valid checksum over a bad pickle),
+# all of them under -m slow.
+_DEFAULT_DAMAGE = {"flip_checksum", "empty", "valid_checksum_bad_pickle"}
+
+
+@pytest.mark.parametrize("how", [h if h in _DEFAULT_DAMAGE else
+                                 pytest.param(h, marks=pytest.mark.slow)
+                                 for h in sorted(DAMAGE)])
 def test_damaged_entry_is_detected_and_rebuilt(cache, builds, how):
     good = load.load_kb()
     (entry,) = entries(cache)
