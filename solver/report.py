@@ -40,10 +40,15 @@ def option_key(kb: KnowledgeBase, option: Option) -> str:
     return option.emits[0].key if option.emits else option.name
 
 
-def config(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:
+def config(problem: Problem, assignment: dict[str, Any],
+           applying_only: bool = False) -> dict[str, Any]:
+    """Every option's value; with applying_only, only options whose `when` holds (an
+    estimate lists no value the framework would not read here)."""
     kb = problem.kb
     return {option_key(kb, o): plain(assignment[o.key]) for o in problem.options
-            if not (o.passthrough and assignment.get(o.key) is None)}  # given only
+            if not (o.passthrough and assignment.get(o.key) is None)  # given only
+            and not (applying_only and o.when is not None
+                     and not problem.evaluator.run(o.when, assignment))}
 
 
 def memory(problem: Problem, metrics: Metrics) -> Memory:

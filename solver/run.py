@@ -220,7 +220,7 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
     return Estimate(framework=problem.framework, query=query.model_dump(),
                     gpu=resolved.gpu.name, model=resolved.model.name,
                     model_facts=model_facts(problem, resolved.model),
-                    config=report.config(problem, assignment),
+                    config=report.config(problem, assignment, applying_only=True),
                     feasible=metrics.feasible, broken=broken, notes=resolved.notes,
                     memory=report.memory(problem, metrics),
                     speed=report.speed(problem, metrics, assignment),
