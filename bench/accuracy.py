@@ -19,6 +19,7 @@ skipped.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -569,9 +570,9 @@ def _compare(row: dict, estimate, model: dict, card: str | None = None) -> dict:
                                            if i.location == "gpu"},
            "step_time_s": estimate.speed.step_time_s,
            "speed_terms": {k: v for k, v in estimate.speed.terms.items()
-                           if k not in FACTOR_TERMS(estimate)},
+                           if k not in factor_terms()},
            "speed_factors": {k: v for k, v in estimate.speed.terms.items()
-                             if k in FACTOR_TERMS(estimate)},
+                             if k in factor_terms()},
            "metric": row.get("metric"),
            "level": level, "measured": measured_gib(row), "predicted": round(predicted, 3),
            "accelerate": round(accelerate, 3), "deepspeed": round(deepspeed, 3),
@@ -645,22 +646,12 @@ def _peak(card: str) -> float:
     return (gpu.bf16_tflops or gpu.fp16_tflops) * 1e12
 
 
-def FACTOR_TERMS(estimate) -> set:
-    """Speed terms that multiply the step time (unitless), not add to it."""
-    return {k for k in estimate.speed.terms if k in _factor_names()}
-
-
-def _factor_names() -> set:
-    global _FACTORS
-    if _FACTORS is None:
-        from kbsolve import api
-        kb = api.load_kb()
-        _FACTORS = {t.name for t in kb.speed.values()
-                    if t.kind == "factor" and t.framework == "pytorch"}
-    return _FACTORS
-
-
-_FACTORS = None
+@functools.lru_cache(maxsize=1)
+def factor_terms() -> frozenset:
+    """The pytorch framework's speed terms that multiply the step time, not add to it."""
+    from kbsolve import api
+    return frozenset(t.name for t in api.load_kb().speed.values()
+                     if t.kind == "factor" and t.framework == "pytorch")
 
 
 def _mape(pairs) -> float | None:
