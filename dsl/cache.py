@@ -3,6 +3,8 @@
 Each entry is one file: a magic line, the sha256 of the payload, the payload
 (a pickle). Writers go through a temporary file and `os.replace`, so readers
 never see half a file; a damaged entry fails its checksum and is rebuilt.
+A process keeps the few KBs it unpickled, keyed by the payload's checksum: the
+same bytes give the same (read-only) object without a second unpickling.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ import hashlib
 import os
 import pickle
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 from platformdirs import user_cache_dir
 
 CACHE_ENV = "KBSOLVE_CACHE_DIR"
 _MAGIC = b"kbsolve-kb-cache-v1\n"
+_LOADED: OrderedDict[bytes, object] = OrderedDict()
+_LOADED_MAX = 4
 
 
 def cache_dir() -> Path:
@@ -36,37 +41,52 @@ class KbCache:
             data = path.read_bytes()
         except OSError:
             return None
-        payload = _unwrap(data)
-        if payload is None:
+        unwrapped = _unwrap(data)
+        if unwrapped is None:
             _remove(path)
             return None
+        checksum, payload = unwrapped
+        if checksum in _LOADED:
+            _LOADED.move_to_end(checksum)
+            return _LOADED[checksum]
         try:
-            return pickle.loads(payload)
+            value = pickle.loads(payload)
         except Exception:  # a payload from another version: rebuild it
             _remove(path)
             return None
+        _keep(checksum, value)
+        return value
 
     def put(self, digest: str, value) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-            blob = _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+            checksum = hashlib.sha256(payload).hexdigest().encode()
+            blob = _MAGIC + checksum + b"\n" + payload
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".kb-", suffix=".tmp")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(blob)
             os.replace(tmp, self._path(digest))
+            _keep(checksum, value)
         except (OSError, pickle.PicklingError, RecursionError):
             pass  # the cache is an optimisation; a read-only home must still work
 
 
-def _unwrap(data: bytes) -> bytes | None:
+def _keep(checksum: bytes, value) -> None:
+    _LOADED[checksum] = value
+    while len(_LOADED) > _LOADED_MAX:
+        _LOADED.popitem(last=False)
+
+
+def _unwrap(data: bytes) -> tuple[bytes, bytes] | None:
+    """(checksum, payload) of an intact entry."""
     if not data.startswith(_MAGIC):
         return None
     rest = data[len(_MAGIC):]
     head, sep, payload = rest.partition(b"\n")
     if not sep or hashlib.sha256(payload).hexdigest().encode() != head:
         return None
-    return payload
+    return head, payload
 
 
 def _remove(path: Path) -> None:

@@ -74,11 +74,23 @@ def test_second_load_comes_from_the_cache_and_is_equal(cache, builds):
     second = load.load_kb()
     assert len(builds) == 1, "the second load rebuilt the KB instead of using the cache"
     assert second == first
-    assert second is not first
+    assert second is first, "the same cache bytes are unpickled once per process"
     assert second.options.keys() == first.options.keys() and first.options
     assert second.catalog.gpus.keys() == first.catalog.gpus.keys()
     assert load.load_kb(use_cache=False) == first
     assert len(builds) == 2
+
+
+def test_a_changed_entry_is_not_served_from_memory(cache, builds):
+    """The process keeps what it unpickled by the entry's checksum: other bytes
+    on disk (another process's rebuild) are read again, never the old object."""
+    first = load.load_kb()
+    (entry,) = entries(cache)
+    assert load.load_kb() is first
+    entry.write_bytes(entry.read_bytes()[:-1] + b"\x00")
+    again = load.load_kb()
+    assert len(builds) == 2, "a damaged entry must be rebuilt, not served from memory"
+    assert again == first
 
 
 def test_use_cache_false_neither_reads_nor_writes(cache, builds):
