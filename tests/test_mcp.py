@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp", reason="the MCP SDK is the `mcp` extra: pip install -e '.[test]'")
+from mcp_client import McpClient, exit_code, text_of
+from test_bad_inputs import CASES, UNREADABLE, _name, _readable_anyway, d  # noqa: F401
 
-from mcp_client import McpClient, exit_code, text_of  # noqa: E402
-from test_bad_inputs import CASES, UNREADABLE, _name, _readable_anyway, d  # noqa: E402,F401
-
-from kbsolve.cli.main import main  # noqa: E402
+from kbsolve.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECTS = ROOT / "tests" / "fixtures" / "projects"
@@ -35,6 +33,7 @@ def server_cwd(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory, _shipped_kb_cache_entries, server_cwd):
+    pytest.importorskip("mcp", reason="the MCP SDK is the `mcp` extra: pip install -e '.[test]'")
     cache = tmp_path_factory.mktemp("mcp-kb-cache")
     for entry in _shipped_kb_cache_entries:
         shutil.copyfile(entry, cache / entry.name)
@@ -284,6 +283,16 @@ def test_the_server_outlives_every_bad_call(client):
     client.ping()
     result = client.call("list", {"what": "gpus"})
     assert not result.is_error and result.structured_content["rows"]
+
+
+def test_without_the_sdk_the_server_says_how_to_get_it(capsys, monkeypatch):
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "mcp" else find_spec(name, *rest))
+    assert main(["mcp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "pip install 'kbsolve[mcp]'" in err
 
 
 # ---- docs/mcp.md ----------------------------------------------------------------------
