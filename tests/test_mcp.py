@@ -295,6 +295,26 @@ def test_without_the_sdk_the_server_says_how_to_get_it(capsys, monkeypatch):
     assert err.startswith("error: ") and "pip install 'kbsolve[mcp]'" in err
 
 
+SERVER_MAY_IMPORT = ("kbsolve.api", "kbsolve.render", "kbsolve.diagnostics",
+                     "kbsolve.mcp_server", "kbsolve.solver.plan", "kbsolve.audit.model",
+                     "kbsolve.audit.fix_config")  # the last three: the results' models
+
+
+def test_the_server_is_a_front_end_over_the_api():
+    """Like the CLI, the server reaches kbsolve through the api, the renderers and
+    the result models (for their schemas); only server.py imports the SDK."""
+    from test_layers import imports, ours, under
+    bad, sdk = [], []
+    for path in sorted((ROOT / "mcp_server").glob("*.py")):
+        for module, line, _ in imports(path, "kbsolve.mcp_server"):
+            if ours(module) and not under(module, *SERVER_MAY_IMPORT):
+                bad.append(f"mcp_server/{path.name}:{line}: {module}")
+            if under(module, "mcp", "mcp_types", "anyio"):
+                sdk.append(path.name)
+    assert not bad, "\n".join(bad)
+    assert set(sdk) == {"server.py"}
+
+
 # ---- docs/mcp.md ----------------------------------------------------------------------
 
 DOC_START = "<!-- tools: `kbsolve mcp --tools` writes this part -->\n"
