@@ -1,9 +1,10 @@
 """`kbsolve mcp`: the tools (tools.py) served over stdio on the official MCP SDK's
-low-level Server. A call runs in a worker thread, so that the server keeps
-answering (pings, progress) while the solver works; a call that asked for
-progress gets a notification when it starts, every second while it runs, and
-when it ends. An error is a tool result with isError, the CLI's text and, in
-`_meta`, the CLI's exit code: the server itself never stops on bad input."""
+low-level Server. A call runs in a worker thread, one at a time (the KB's caches
+and Z3 are not thread-safe), so that the server keeps answering (pings,
+progress) while the solver works; a call that asked for progress gets a
+notification when it starts, every second while it runs, and when it ends. An
+error is a tool result with isError, the CLI's text and, in `_meta`, the CLI's
+exit code: the server itself never stops on bad input."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def result_of(answer: Answer) -> types.CallToolResult:
 def build(packs: list[str]) -> Server:
     session = Session(list(packs))
     specs: list[types.Tool] = []
+    one_at_a_time = anyio.CapacityLimiter(1)  # the KB's caches and Z3 are not thread-safe
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         if not specs:
@@ -61,7 +63,8 @@ def build(packs: list[str]) -> Server:
         async with anyio.create_task_group() as group:
             group.start_soon(beat)
             answer = await anyio.to_thread.run_sync(call, session, params.name,
-                                                    dict(params.arguments or {}))
+                                                    dict(params.arguments or {}),
+                                                    limiter=one_at_a_time)
             group.cancel_scope.cancel()
         await report(beats[0] + 1, beats[0] + 1, f"{params.name}: done")
         return result_of(answer)

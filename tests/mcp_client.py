@@ -58,6 +58,13 @@ class McpClient:
         return self._run(self.session.call_tool(
             name, arguments, progress_callback=on_progress if progress is not None else None))
 
+    def call_together(self, calls: list[tuple[str, dict]]):
+        """Several calls sent at once; their results in order."""
+        async def together():
+            return await asyncio.gather(*(self.session.call_tool(name, arguments)
+                                          for name, arguments in calls))
+        return self._run(together())
+
     def ping(self) -> None:
         self._run(self.session.send_ping(), timeout=60)
 

@@ -159,6 +159,15 @@ def test_plan_writes_only_into_the_directory_it_is_given(client, tmp_path, serve
     assert os.listdir(server_cwd) == []  # no call of this module wrote anywhere else
 
 
+def test_calls_sent_together_are_answered_one_by_one(client):
+    small = {"gpus": "1xA100", "model": "sd3.5-medium", "top": 0}
+    first, second, bad = client.call_together([("plan", small), ("plan", small),
+                                               ("plan", {"gpus": "1xA100"})])
+    assert first.structured_content == second.structured_content
+    assert first.structured_content["status"] == "optimal"
+    assert bad.is_error and exit_code(bad) == 2
+
+
 BAD_CALLS = [  # (tool, arguments, needle of the one error line)
     ("plann", {}, "did you mean 'plan'"),
     ("plan", {"gpu": "8xA100", "model": "wan14b"}, "did you mean 'gpus'"),
