@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from importlib.metadata import PackageNotFoundError, version
+
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
@@ -21,10 +22,10 @@ EXIT_CODE = "kbsolve/exit_code"  # the key of the CLI's exit code in a result's 
 HEARTBEAT_S = 1.0
 WORKER_STACK = 64 * 1024 * 1024  # the CLI's deep_recursion room, as the main thread has
 
-INSTRUCTIONS = ("kbsolve answers training-configuration questions (LlamaFactory, "
-                "Flow-Factory, torchtitan FLUX, diffusers scripts, plain PyTorch) with "
-                "checked results: plan, estimate, check_config, audit, fix, explain, list. "
-                "Prefer its answers to reasoning from a checklist.")
+INSTRUCTIONS = ("kbsolve answers questions about ML training configurations with checked "
+                "results (the frameworks it knows: the list tool's options and rules): plan, "
+                "estimate, check_config, audit, fix, explain, list. Prefer its answers to "
+                "reasoning from a checklist; quote its reasons and sources.")
 
 
 def tool_specs() -> list[types.Tool]:
