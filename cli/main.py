@@ -12,6 +12,7 @@ import click
 
 from kbsolve import api
 from kbsolve.api import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
+from kbsolve.cli.agents import mcp_command, skill_command
 from kbsolve.cli.audit import audit_command, fix_command
 from kbsolve.cli.kbcmd import kb_group
 from kbsolve.cli.listing import list_command
@@ -94,6 +95,8 @@ cli.add_command(kb_group)
 cli.add_command(list_command)
 cli.add_command(audit_command)
 cli.add_command(fix_command)
+cli.add_command(mcp_command)
+cli.add_command(skill_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,6 +60,9 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     ("kb_tests", "text"): _lazy("kb_test", "results"),
     ("coverage", "text"): _lazy("kb_test", "coverage"),
     ("kb_fmt", "text"): _lazy("kb_fmt", "changed"),  # check_only=bool
+    # coding agents (kbsolve skill, kbsolve mcp --tools)
+    ("skill", "markdown"): _lazy("skill_markdown", "markdown"),
+    ("mcp_tools", "markdown"): _lazy("mcp_tools", "markdown"),
 }
 
 # result kinds read off the class of a data model; other results pass kind=

@@ -1,0 +1,36 @@
+"""`kbsolve mcp` (the MCP server on stdio) and `kbsolve skill` (SKILL.md for agents)."""
+
+from __future__ import annotations
+
+import click
+
+from kbsolve import api
+from kbsolve.cli.kbcmd import kb_option
+from kbsolve.render import render
+
+
+@click.command("mcp")
+@click.option("--tools", "describe", is_flag=True,
+              help="Print the tools and their schemas (Markdown) instead of serving.")
+@kb_option
+def mcp_command(describe: bool, packs: tuple[str, ...]) -> int:
+    """Serve kbsolve's tools to coding agents over MCP (stdio); needs kbsolve[mcp]."""
+    if describe:
+        click.echo(render(api.mcp_tools(), "markdown", kind="mcp_tools"), nl=False)
+        return 0
+    api.serve_mcp(list(packs))
+    return 0
+
+
+@click.command("skill")
+@click.option("--emit", "emit_dir", type=click.Path(file_okay=False), default=None,
+              help="Write DIR/SKILL.md (never over a file it did not write); else print it.")
+@kb_option
+def skill_command(emit_dir: str | None, packs: tuple[str, ...]) -> int:
+    """A SKILL.md telling coding agents when and how to ask kbsolve, from the KB."""
+    text = render(api.skill(list(packs)), "markdown", kind="skill")
+    if emit_dir is None:
+        click.echo(text, nl=False)
+        return 0
+    click.echo(render(api.write_skill(text, emit_dir), "text", kind="emitted"), err=True)
+    return 0
