@@ -63,21 +63,25 @@ def test_the_scorer_sorts_findings_into_correct_wrong_noise_and_missed():
         Finding("b.yaml", "fits", ["memory"], "30 of 80 GiB"),                # wrong
         Finding("b.yaml", "tip", ["G_LIGER"], "Liger"),                       # noise
         Finding("v.yaml", "change", ["model"], "x"),                          # on a look-alike
+        Finding("a.yaml", "unknown_key", ["Lora_target", "ddp_timeout"], ""),  # wrong
+        Finding("b.yaml", "unknown_key", ["ddp_timeout"], ""),               # not a finding
     ]
     result = score(findings, LABELS, audited={"a.yaml", "b.yaml", "v.yaml"})
     verdicts = [(f.file, f.kind, f.verdict) for f in findings]
     assert verdicts[:6] == [("a.yaml", "error", "correct"), ("a.yaml", "silent", "noise"),
                             ("a.yaml", "change", "wrong"), ("b.yaml", "fits", "wrong"),
                             ("b.yaml", "tip", "noise"), ("v.yaml", "change", "wrong")]
+    assert findings[6].verdict == "wrong" and findings[7].verdict == "noise"
     assert findings[2].harmful == "no such path"
     found = {(label["file"], label["kind"]): hit for label, hit in result["problems"]}
     assert found == {("a.yaml", "error"): True, ("a.yaml", "oom"): False,
                      ("v.yaml", "unsupported_kind"): False}
     t = totals(findings, result["problems"])
-    # the look-alike's unit counts as one more wrong finding ("audited")
-    assert (t["findings"], t["correct"], t["wrong"], t["noise"], t["harmful"]) == (7, 1, 4, 2, 1)
+    # the look-alike's unit counts as one more wrong finding ("audited"), the refused key
+    # listed as unmodelled as one more; the plain unmodelled-keys line is not a finding
+    assert (t["findings"], t["correct"], t["wrong"], t["noise"], t["harmful"]) == (8, 1, 5, 2, 1)
     assert (t["problems"], t["found"], t["missed"]) == (3, 1, 2)
-    assert t["precision"] == round(1 / 7, 3) and t["recall"] == round(1 / 3, 3)
+    assert t["precision"] == round(1 / 8, 3) and t["recall"] == round(1 / 3, 3)
 
 
 def test_a_look_alike_left_alone_is_found_and_adds_no_finding():

@@ -10,9 +10,10 @@ import yaml
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "real_projects"
 SOURCE_KINDS = ("official", "third_party", "issue", "lookalike")
 FRAMEWORKS = ("llamafactory", "flowfactory", "torchtitan", "diffusers", "other")
-FILE_KINDS = ("lf_train", "lf_predict", "lf_infer", "lf_export", "lf_eval", "lf_v1", "ff_train",
-              "torchtitan", "diffusers_launch", "launch", "accelerate", "deepspeed",
-              "dataset_info", "requirements", "lookalike")
+# lf_cli: a launch script whose command line is the LlamaFactory config (--key value)
+JUDGED = ("lf_train", "lf_predict", "lf_infer", "lf_export", "lf_eval", "lf_v1", "lf_cli",
+          "ff_train", "torchtitan", "diffusers_launch", "lookalike")
+FILE_KINDS = JUDGED + ("launch", "accelerate", "deepspeed", "dataset_info", "requirements")
 # label kind -> the finding kinds that find it (see score.py)
 PROBLEM_KINDS = ("error", "silent", "launch", "path", "oom", "fits", "recipe", "tip", "change",
                  "unsupported_kind")

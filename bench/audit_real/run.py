@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.audit_real.extract import changes_of, findings_of, predicted
 from bench.audit_real.harm import change_harm, recipe_keys
-from bench.audit_real.labels import CORPUS, load, set_dirs
+from bench.audit_real.labels import CORPUS, JUDGED, load, set_dirs
 from bench.audit_real.score import COUNTED, Finding, score, totals
 
 
@@ -33,34 +33,38 @@ def _audit(api, kb, root: Path, labels: dict, fix: bool):
         return None, "", traceback.format_exc()
 
 
-def audit_set(api, kb, folder: Path, fix: bool, parsers: bool, recipe: dict) -> dict:
+def audit_set(api, kb, folder: Path, work: Path, fix: bool, recipe: dict) -> dict:
+    """Audit (and with fix=True fix) a copy of one set under `work`; unscored."""
     source, labels = load(folder)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / folder.name
-        shutil.copytree(folder / "files", root)
-        report, refused, trace = _audit(api, kb, root, labels, False)
-        findings, audited = findings_of(report) if report else ([], set())
-        launch = labels.get("launch_dir", ".")
-        for finding in findings:
-            if finding.kind == "change":
-                change = next(c for c in changes_of(report)[finding.file]
-                              if c["key"] == finding.keys[0])
-                finding.harmful = change_harm(change, labels["framework"], root, launch, recipe)
-        fixed_trace = ""
-        if fix and report:
-            after, _, fixed_trace = _audit(api, kb, root, labels, True)
-            _fix_harms(findings, labels, report, after)
-            if parsers:
-                _parser_harms(folder, labels, root, findings)
-        result = score(findings, labels, audited)
-    return {"set": folder.name, "source": source["kind"], "framework": labels["framework"],
-            "configs": len(labels.get("configs") or []), "refused": refused,
-            "tracebacks": [t for t in (trace, fixed_trace) if t],
-            "findings": [vars(f) for f in findings],
-            "problems": [{"file": label["file"], "kind": label["kind"],
-                          "keys": label.get("keys", []), "found": hit}
-                         for label, hit in result["problems"]],
-            "totals": totals(findings, result["problems"])}
+    root = work / folder.name
+    shutil.copytree(folder / "files", root)
+    report, refused, trace = _audit(api, kb, root, labels, False)
+    findings, audited = findings_of(report) if report else ([], set())
+    launch = labels.get("launch_dir", ".")
+    for finding in findings:
+        if finding.kind == "change":
+            change = next(c for c in changes_of(report)[finding.file] if c["key"] == finding.keys[0])
+            finding.harmful = change_harm(change, labels["framework"], root, launch, recipe)
+    fixed_trace = ""
+    if fix and report:
+        after, _, fixed_trace = _audit(api, kb, root, labels, True)
+        _fix_harms(findings, labels, report, after)
+    return {"folder": folder, "root": root, "labels": labels, "findings": findings,
+            "audited": audited, "set": folder.name, "source": source["kind"],
+            "framework": labels["framework"], "configs": len(labels.get("configs") or []),
+            "refused": refused, "tracebacks": [t for t in (trace, fixed_trace) if t]}
+
+
+def scored(state: dict) -> dict:
+    findings, labels = state["findings"], state["labels"]
+    result = score(findings, labels, state["audited"])
+    return {key: state[key] for key in ("set", "source", "framework", "configs", "refused",
+                                        "tracebacks")} | {"judged": _judged(labels),
+        "findings": [vars(f) for f in findings],
+        "problems": [{"file": label["file"], "kind": label["kind"],
+                      "keys": label.get("keys", []), "found": hit}
+                     for label, hit in result["problems"]],
+        "totals": totals(findings, result["problems"])}
 
 
 def _fix_harms(findings: list[Finding], labels: dict, before: dict, after: dict | None) -> None:
@@ -76,15 +80,19 @@ def _fix_harms(findings: list[Finding], labels: dict, before: dict, after: dict 
                                f"{was[finding.file]} -> {now[finding.file]} GiB")
 
 
-def _parser_harms(folder: Path, labels: dict, fixed: Path, findings: list[Finding]) -> None:
-    from bench.parsers.run import verdicts
-    accepted = {c["file"] for c in labels.get("configs") or []
-                if (c.get("parser") or {}).get("verdict") == "accepted"}
-    for file, verdict in verdicts(folder, labels, fixed).items():
-        if file in accepted and verdict["verdict"] == "refused":
-            for finding in findings:
-                if finding.file == file and finding.kind == "change" and not finding.harmful:
-                    finding.harmful = f"the parser refuses the fixed file: {verdict['message']}"
+def _parser_harms(states: list[dict]) -> None:
+    """A change is harmful when the parser refuses a fixed file it accepted (one
+    parser process per framework for the whole corpus)."""
+    from bench.parsers.run import verdicts_many
+    every = verdicts_many([(s["folder"], s["labels"], s["root"]) for s in states])
+    for state in states:
+        accepted = {c["file"] for c in state["labels"].get("configs") or []
+                    if (c.get("parser") or {}).get("verdict") == "accepted"}
+        for finding in state["findings"]:
+            verdict = every.get((state["set"], finding.file))
+            if finding.kind == "change" and finding.file in accepted and not finding.harmful \
+                    and verdict and verdict["verdict"] == "refused":
+                finding.harmful = f"the parser refuses the fixed file: {verdict['message']}"
 
 
 def timing(api, kb, target: int = 90) -> dict:
@@ -98,7 +106,7 @@ def timing(api, kb, target: int = 90) -> dict:
                 if count >= target:
                     break
                 shutil.copytree(folder / "files", root / f"{folder.name}-{round_}")
-                count += len(load(folder)[1].get("configs") or [])
+                count += len(_judged(load(folder)[1]))
             round_ += 1
         start = time.process_time()
         _audit(api, kb, root, {"hardware": "unknown"}, False)
@@ -109,12 +117,17 @@ def run_all(fix: bool = False, parsers: bool = False, only: list[str] | None = N
     from kbsolve import api
     kb = api.load_kb()
     recipe = recipe_keys()
-    sets = [audit_set(api, kb, folder, fix, parsers, recipe) for folder in set_dirs(CORPUS)
-            if not only or folder.name in only]
+    with tempfile.TemporaryDirectory() as tmp:
+        states = [audit_set(api, kb, folder, Path(tmp), fix, recipe)
+                  for folder in set_dirs(CORPUS) if not only or folder.name in only]
+        if fix and parsers:
+            _parser_harms(states)
+        sets = [scored(state) for state in states]
     findings = [Finding(**f) for s in sets for f in s["findings"]]
     problems = [({"kind": p["kind"]}, p["found"]) for s in sets for p in s["problems"]]
-    per_config = [sum(1 for f in s["findings"] if f["kind"] in COUNTED) / max(s["configs"], 1)
-                  for s in sets]
+    per_config = [sum(1 for f in s["findings"] if f["file"] == file and
+                      (f["kind"] in COUNTED or f["verdict"] == "wrong"))
+                  for s in sets for file in s["judged"]]
     return {"sets": sets, "totals": totals(findings, problems),
             "by_framework": _grouped(sets, lambda s: s["framework"]),
             "by_kind": _by_kind(findings, sets),
@@ -122,6 +135,11 @@ def run_all(fix: bool = False, parsers: bool = False, only: list[str] | None = N
             "tracebacks": sum(len(s["tracebacks"]) for s in sets),
             "refused_sets": {s["set"]: s["refused"] for s in sets if s["refused"]},
             "timing": timing(api, kb) if not only else None, "fix": fix, "parsers": parsers}
+
+
+def _judged(labels: dict) -> list[str]:
+    """The labelled files that are configs to judge (not DeepSpeed files, requirements...)."""
+    return [c["file"] for c in labels.get("configs") or [] if c["kind"] in JUDGED]
 
 
 def _grouped(sets: list[dict], key) -> dict:

@@ -18,7 +18,9 @@ FINDS = {
     "change": {"change", "tip"}, "unsupported_kind": {"not_audited"},
     "unknown_key": {"unknown_key"}, "audited": {"audited"},
 }
-COUNTED = ("error", "silent", "oom", "fits", "change", "tip", "unknown_key")
+# what a user reads as a finding; the one line of keys kbsolve does not model is not
+# one, unless it is wrong (a key the framework refuses, shown as merely unmodelled)
+COUNTED = ("error", "silent", "oom", "fits", "change", "tip")
 
 
 @dataclass
@@ -60,8 +62,12 @@ def score(findings: list[Finding], labels: dict, audited: set[str]) -> dict:
             else:
                 findings.append(Finding(label["file"], "audited"))
                 false.append({"file": label["file"], "kind": "audited"})
+    refused = [{**label, "kind": "any"} for label in problems
+               if label.get("kind") == "error" and label.get("keys")]
     for finding in findings:
-        if any(matches(finding, label) for label in problems):
+        if finding.kind == "unknown_key" and any(matches(finding, label) for label in refused):
+            finding.verdict = "wrong"  # a refused key listed as merely unmodelled
+        elif any(matches(finding, label) for label in problems):
             finding.verdict = "correct"
         elif any(matches(finding, label) for label in false):
             finding.verdict = "wrong"

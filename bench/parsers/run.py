@@ -8,6 +8,7 @@ prints each labelled config's verdict; --write stores it in the set's labels.yam
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,33 @@ from bench.parsers import venvs
 
 HERE = Path(__file__).resolve().parent
 LF_PARSER = {"lf_train": "train", "lf_predict": "train", "lf_infer": "infer", "lf_export": "infer",
-             "lf_eval": "eval", "lf_v1": "v1"}
+             "lf_eval": "eval", "lf_v1": "v1", "lf_cli": "train"}
+LF_ENTRIES = ("llamafactory-cli", "src/train.py", "src/train_bash.py")
+
+
+def command_line(script: str) -> list[str] | None:
+    """The arguments after LlamaFactory's entry point in a launch script (continued
+    lines joined, comments dropped); None when no line launches it."""
+    lines, current = [], ""
+    for raw in script.splitlines():
+        line = raw.split(" #")[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        lines.append(current + line)
+        current = ""
+    for line in lines + [current]:
+        try:
+            words = shlex.split(line)
+        except ValueError:  # an unclosed quote elsewhere on the line: plain words
+            words = line.split()
+        for i, word in enumerate(words):
+            if word.endswith(LF_ENTRIES):
+                rest = words[i + 1:]
+                if word.endswith("llamafactory-cli") and rest[:1] == ["train"]:
+                    rest = rest[1:]
+                return [w for w in rest if w not in ("|", "&")]
+    return None
 
 
 def cases_of(folder: Path, labels: dict, files: Path | None = None) -> dict[str, list[dict]]:
@@ -30,7 +57,12 @@ def cases_of(folder: Path, labels: dict, files: Path | None = None) -> dict[str,
     out: dict[str, list[dict]] = {}
     for config in labels.get("configs") or []:
         path = str(root / config["file"])
-        if config["kind"] in LF_PARSER:
+        if config["kind"] == "lf_cli":
+            argv = command_line((root / config["file"]).read_text(encoding="utf-8"))
+            if argv is not None:
+                out.setdefault("llamafactory", []).append(
+                    {"file": config["file"], "path": path, "cwd": cwd, "kind": "train", "argv": argv})
+        elif config["kind"] in LF_PARSER:
             out.setdefault("llamafactory", []).append(
                 {"file": config["file"], "path": path, "cwd": cwd, "kind": LF_PARSER[config["kind"]],
                  "overrides": config.get("overrides") or {}})
@@ -57,21 +89,31 @@ def run(name: str, cases: list[dict]) -> list[dict]:
 
 def verdicts(folder: Path, labels: dict, files: Path | None = None) -> dict[str, dict]:
     """file -> verdict, for the frameworks whose venv is built."""
+    return {file: v for (_, file), v in verdicts_many([(folder, labels, files)]).items()}
+
+
+def verdicts_many(sets: list[tuple[Path, dict, Path | None]]) -> dict[tuple[str, str], dict]:
+    """(set, file) -> verdict over many sets: one parser process per framework."""
+    by_venv: dict[str, list[dict]] = {}
+    for folder, labels, files in sets:
+        for name, cases in cases_of(folder, labels, files).items():
+            by_venv.setdefault(name, []).extend({**case, "set": folder.name} for case in cases)
     out = {}
-    for name, cases in cases_of(folder, labels, files).items():
+    for name, cases in by_venv.items():
         if venvs.ready(name):
-            out.update({v["file"]: v for v in run(name, cases)})
+            for case, verdict in zip(cases, run(name, cases)):
+                out[(case["set"], case["file"])] = verdict
     return out
 
 
 def main(argv: list[str]) -> int:
     write = "--write" in argv
     chosen = [a for a in argv if not a.startswith("--")]
-    for folder in set_dirs(CORPUS):
-        if chosen and folder.name not in chosen:
-            continue
-        _, labels = load(folder)
-        found = verdicts(folder, labels)
+    folders = [f for f in set_dirs(CORPUS) if not chosen or f.name in chosen]
+    loaded = {folder: load(folder)[1] for folder in folders}
+    every = verdicts_many([(folder, labels, None) for folder, labels in loaded.items()])
+    for folder, labels in loaded.items():
+        found = {file: v for (name, file), v in every.items() if name == folder.name}
         for config in labels.get("configs") or []:
             verdict = found.get(config["file"])
             if verdict is None:
@@ -81,7 +123,7 @@ def main(argv: list[str]) -> int:
                 if verdict.get(key):
                     stored[key] = verdict[key]
             print(f"{folder.name}/{config['file']}: {stored['verdict']} "
-                  f"{stored.get('message', '')}", flush=True)
+                  f"{stored.get('message', '')} {stored.get('environment', '')}", flush=True)
             config["parser"] = stored
         if write and found:
             (folder / "labels.yaml").write_text(

@@ -19,7 +19,8 @@ from pathlib import Path
 
 # name -> the pip requirements of the parser (pinned); Flow-Factory is not on PyPI
 PARSERS = {
-    "llamafactory": ["llamafactory==0.9.5"],
+    # deepspeed: TrainingArguments loads the `deepspeed` file (a path that must exist)
+    "llamafactory": ["llamafactory==0.9.5", "deepspeed"],
     "torchtitan": ["torchtitan==0.3.0", "triton", "transformers>=4.51.1", "sentencepiece"],
 }
 NOT_INSTALLABLE = {
