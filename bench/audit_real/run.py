@@ -88,10 +88,12 @@ def _parser_harms(states: list[dict]) -> None:
     for state in states:
         accepted = {c["file"] for c in state["labels"].get("configs") or []
                     if (c.get("parser") or {}).get("verdict") == "accepted"}
-        for finding in state["findings"]:
-            verdict = every.get((state["set"], finding.file))
-            if finding.kind == "change" and finding.file in accepted and not finding.harmful \
-                    and verdict and verdict["verdict"] == "refused":
+        for file in accepted:
+            verdict = every.get((state["set"], file))
+            changes = [f for f in state["findings"] if f.file == file and f.kind == "change"]
+            if not verdict or verdict["verdict"] != "refused" or any(f.harmful for f in changes):
+                continue  # accepted, or already explained by a harmful change
+            for finding in changes:
                 finding.harmful = f"the parser refuses the fixed file: {verdict['message']}"
 
 

@@ -72,7 +72,7 @@ def score(findings: list[Finding], labels: dict, audited: set[str]) -> dict:
         elif any(matches(finding, label) for label in false):
             finding.verdict = "wrong"
             harm = next((label for label in false if label.get("harmful")
-                         and matches(finding, label)), None)
+                         and finding.kind == "change" and matches(finding, label)), None)
             if harm and not finding.harmful:
                 finding.harmful = harm.get("why", "labelled harmful")
         else:
