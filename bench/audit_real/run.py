@@ -58,8 +58,9 @@ def audit_set(api, kb, folder: Path, work: Path, fix: bool, recipe: dict) -> dic
 def scored(state: dict) -> dict:
     findings, labels = state["findings"], state["labels"]
     result = score(findings, labels, state["audited"])
-    return {key: state[key] for key in ("set", "source", "framework", "configs", "refused",
+    return {key: state[key] for key in ("set", "source", "framework", "configs",
                                         "tracebacks")} | {"judged": _judged(labels),
+        "refused": state["refused"].replace(str(state["root"]), state["set"]),
         "findings": [vars(f) for f in findings],
         "problems": [{"file": label["file"], "kind": label["kind"],
                       "keys": label.get("keys", []), "found": hit}
@@ -80,9 +81,11 @@ def _fix_harms(findings: list[Finding], labels: dict, before: dict, after: dict 
                                f"{was[finding.file]} -> {now[finding.file]} GiB")
 
 
-def _parser_harms(states: list[dict]) -> None:
+def _parser_harms(states: list[dict]) -> dict:
     """A change is harmful when the parser refuses a fixed file it accepted (one
-    parser process per framework for the whole corpus)."""
+    parser process per framework for the whole corpus). Returns how many fixed files
+    the parser accepted before, and how many of them it still accepts."""
+    kept = {"fixed_and_accepted_before": 0, "accepted_after": 0}
     from bench.parsers.run import verdicts_many
     every = verdicts_many([(s["folder"], s["labels"], s["root"]) for s in states])
     for state in states:
@@ -91,10 +94,14 @@ def _parser_harms(states: list[dict]) -> None:
         for file in accepted:
             verdict = every.get((state["set"], file))
             changes = [f for f in state["findings"] if f.file == file and f.kind == "change"]
+            if changes and verdict:
+                kept["fixed_and_accepted_before"] += 1
+                kept["accepted_after"] += verdict["verdict"] == "accepted"
             if not verdict or verdict["verdict"] != "refused" or any(f.harmful for f in changes):
                 continue  # accepted, or already explained by a harmful change
             for finding in changes:
                 finding.harmful = f"the parser refuses the fixed file: {verdict['message']}"
+    return kept
 
 
 def timing(api, kb, target: int = 90) -> dict:
@@ -122,8 +129,7 @@ def run_all(fix: bool = False, parsers: bool = False, only: list[str] | None = N
     with tempfile.TemporaryDirectory() as tmp:
         states = [audit_set(api, kb, folder, Path(tmp), fix, recipe)
                   for folder in set_dirs(CORPUS) if not only or folder.name in only]
-        if fix and parsers:
-            _parser_harms(states)
+        kept = _parser_harms(states) if fix and parsers else None
         sets = [scored(state) for state in states]
     findings = [Finding(**f) for s in sets for f in s["findings"]]
     problems = [({"kind": p["kind"]}, p["found"]) for s in sets for p in s["problems"]]
@@ -133,10 +139,23 @@ def run_all(fix: bool = False, parsers: bool = False, only: list[str] | None = N
     return {"sets": sets, "totals": totals(findings, problems),
             "by_framework": _grouped(sets, lambda s: s["framework"]),
             "by_kind": _by_kind(findings, sets),
-            "median_findings_per_config": round(statistics.median(per_config), 2) if sets else None,
+            "median_findings_per_config": round(statistics.median(per_config), 2)
+            if per_config else None,
             "tracebacks": sum(len(s["tracebacks"]) for s in sets),
             "refused_sets": {s["set"]: s["refused"] for s in sets if s["refused"]},
-            "timing": timing(api, kb) if not only else None, "fix": fix, "parsers": parsers}
+            "problems_by_kind": _problems_by_kind(sets),
+            "timing": timing(api, kb) if not only else None, "fix": fix, "parsers": parsers,
+            "parser_kept": kept}
+
+
+def _problems_by_kind(sets: list[dict]) -> dict:
+    out: dict[str, dict] = {}
+    for s in sets:
+        for p in s["problems"]:
+            row = out.setdefault(p["kind"], {"problems": 0, "found": 0})
+            row["problems"] += 1
+            row["found"] += p["found"]
+    return dict(sorted(out.items()))
 
 
 def _judged(labels: dict) -> list[str]:
