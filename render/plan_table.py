@@ -15,7 +15,8 @@ def table(result) -> str:
 
 
 def _table(d: dict) -> str:
-    out = [f"kbsolve: {d.get('status', 'estimate')} — {d['framework']}, {d['model']} on "
+    status = d.get("status", "estimate").replace("_", " ")  # timed_out: "timed out"
+    out = [f"kbsolve: {status} — {d['framework']}, {d['model']} on "
            f"{d['query']['gpus']} ({d['gpu']})"]
     out += [f"  note: {n}" for n in d.get("notes", [])]
     if d.get("status") == "infeasible":

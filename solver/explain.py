@@ -11,7 +11,6 @@ search's node budget runs out or the plan came from Z3.
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 from typing import Any
 
@@ -21,6 +20,7 @@ from kbsolve.program.consent import consent_detail, optin_of
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
+from kbsolve.solver.guard import expired
 from kbsolve.solver.plan import Choice, Reason
 from kbsolve.solver.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
                                    reason)
@@ -45,7 +45,7 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
     finder = _oracle(problem, model, search, assignment, met)
     choices = []
     for option in problem.options:
-        if time.monotonic() > deadline:
+        if expired(deadline):
             raise Unexplained
         key = option.key
         value = assignment[key]
@@ -309,9 +309,6 @@ def _with_band(fit: Reason, term) -> Reason:
     return fit
 
 
-BAND_SOLVE_MS = 10_000  # the search for the smallest plan of a refusal on memory
-
-
 def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
     """The reasons for 'memory:fit' in a refusal's core. Where the framework states an
     error band, the budget is checked at its upper end, and the smallest plan (the same
@@ -327,7 +324,7 @@ def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
     from kbsolve.solver.optimize import solve
     unlimited = copy.copy(problem)
     unlimited.budget_bytes, unlimited.objective = Fraction(2) ** 80, "memory"
-    found = solve(unlimited, BAND_SOLVE_MS)
+    found = solve(unlimited)
     detail += " at the model's error band's upper end"
     if found.metrics is not None and found.status != "infeasible":
         upper = found.metrics.levels["device"]

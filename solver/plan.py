@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+Status = Literal["optimal", "feasible", "infeasible", "unknown", "timed_out"]  # docs/solver.md
 Kind = Literal["forced", "speed", "memory", "preference", "optimum", "default", "pinned", "fact",
                "recipe", "tie", "n/a"]
 
@@ -153,7 +153,8 @@ class Plan(BaseModel):
     alternatives: list[Alternative] = Field(default_factory=list)
     launch: str = ""
     timed_out: bool = Field(default=False, description="the --timeout wall-clock guard "
-                            "expired (the counted search budgets did not)")
+                            "expired (the counted search budgets did not); the status is "
+                            "then timed_out")
     global_batch: GlobalBatch | None = None
     model_facts: dict[str, Any] | None = Field(default=None, description=MODEL_FACTS)
 
