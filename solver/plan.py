@@ -91,6 +91,9 @@ class Memory(BaseModel):
 
 class Speed(BaseModel):
     step_time_s: float
+    step: str = Field(default="", description="what one step is (the KB's doc of the "
+                      "framework's main work term): an optimizer step, or one micro-batch "
+                      "per rank")
     tokens_per_s: float | None = None
     samples_per_s: float | None = None
     throughput: dict[str, float] = Field(default_factory=dict)

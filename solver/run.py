@@ -65,7 +65,7 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
 
 def _fill(result, problem, assignment, metrics) -> None:
     result.config = report.config(problem, assignment)
-    result.memory = report.memory(problem, metrics)
+    result.memory = report.memory(problem, metrics, assignment)
     result.speed = report.speed(problem, metrics, assignment)
     result.warnings = report.warnings(problem, metrics, planned=True)
     result.launch = _launch(problem, assignment)
@@ -226,7 +226,7 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
                     model_facts=model_facts(problem, resolved.model),
                     config=report.config(problem, assignment, applying_only=True),
                     feasible=metrics.feasible, broken=broken, notes=resolved.notes,
-                    memory=report.memory(problem, metrics),
+                    memory=report.memory(problem, metrics, assignment),
                     speed=report.speed(problem, metrics, assignment),
                     warnings=report.warnings(problem, metrics))
 
