@@ -20,7 +20,7 @@ def test_plan_prints_config_memory_and_speed(capsys):
     assert code == 0
     assert "kbsolve: optimal" in out
     assert "Memory per GPU" in out and "Speed:" in out and "tokens/s" in out
-    assert "finetuning_type" in out and "[pinned]" in out and "[speed]" in out
+    assert "finetuning_type" in out and "[default]" in out and "[speed]" in out
 
 
 def test_alias_choice_is_stated(capsys):
@@ -63,7 +63,7 @@ def test_unrequested_library_needs_allow(capsys):
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
                        "--explain", "use_unsloth")
     assert code == 0
-    assert out.startswith("use_unsloth = false") and "forced" in out.splitlines()[0]
+    assert out.startswith("use_unsloth = false") and "default" in out.splitlines()[0]
     assert "--allow unsloth" in out
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
                        "--allow", "unsloth", "--explain", "use_unsloth")
