@@ -280,11 +280,14 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
         return Choice(**base, kind=kind, reasons=decisive + [Reason(
             rule="optimum", detail=f"{option.name}={shown(alt)} alone breaks {needs}")] + rules)
-    detail = "nothing depends on it" if value == option.default else \
-        "as fast and as small as the alternatives; kept by the tie-breaks"
-    return Choice(**base, kind="default", reasons=[Reason(rule=option.key, detail=detail,
-                                                          source=option.meta.source,
-                                                          location=str(option.meta.span))])
+    if value == option.default:
+        return Choice(**base, kind="default", reasons=[Reason(
+            rule=option.key, detail="nothing depends on it", source=option.meta.source,
+            location=str(option.meta.span))])
+    return Choice(**base, kind="tie", reasons=[Reason(  # not the default: say it is a tie
+        rule="tie", detail="a tie: as fast and as small as the alternatives; kept by the "
+                           "tie-breaks", source=option.meta.source,
+        location=str(option.meta.span))])
 
 
 def _kept_without_consent(problem: Problem, option, blocked: dict) -> Reason | None:
