@@ -19,6 +19,8 @@ from kbsolve.diagnostics import (EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN, EXIT_US
 if TYPE_CHECKING:
     from kbsolve.dsl import KnowledgeBase
 
+EMITTABLE = ("optimal", "feasible", "timed_out")  # a plan with a config to write
+
 
 def __getattr__(name: str):
     if name == "KnowledgeBase":  # lazy: the DSL loads on first use
@@ -123,13 +125,27 @@ def estimate(query, config: dict[str, str] | None = None, kb: KnowledgeBase | No
 
 
 def emit(plan, directory: str, kb: KnowledgeBase | None = None, *,
-         packs: list[str] | None = None) -> list[str]:
+         packs: list[str] | None = None, force: bool = False) -> list[str]:
     """Write the framework's files for a plan; returns the paths written."""
+    return emit_files(plan, directory, kb, packs=packs, force=force).written
+
+
+def emit_files(plan, directory: str, kb: KnowledgeBase | None = None, *,
+               packs: list[str] | None = None, force: bool = False):
+    """Write the framework's files for a plan into a folder that holds nothing else
+    (unless `force`); returns the paths written and the stale ones of an earlier
+    emit removed (solver/emit_folder.py)."""
     from kbsolve.solver.emit import write_files
-    if plan.status not in ("optimal", "feasible"):
+    if plan.status not in EMITTABLE or not plan.config:
         raise KbError(Diagnostic(f"--emit {directory}: the plan is {plan.status}, nothing to "
                                  f"write"))
-    return write_files(kb or load_kb(packs), plan, directory)
+    return write_files(kb or load_kb(packs), plan, directory, force)
+
+
+def check_emit_folder(directory: str, force: bool = False) -> None:
+    """Refuse, before any work, a folder holding files `--emit` did not write."""
+    from kbsolve.solver.emit_folder import check_folder
+    check_folder(directory, force)
 
 
 def run_kb_tests(packs: list[str] | None = None, select: str | None = None):

@@ -16,7 +16,7 @@ from kbsolve.solver.run import plan
 
 
 def best_plan(ctx: Context, gpus: str | None, model_name: str | None,
-              timeout: float = 10.0) -> BestPlan:
+              timeout: float | None = None) -> BestPlan:
     if not gpus or not model_name:
         return BestPlan(status="undecided", reason="needs the GPU type and a catalog model")
     fw = ctx.kb.frameworks[ctx.framework]

@@ -14,7 +14,7 @@ import time
 
 from bench.command import KBSOLVE
 
-QUERY = KBSOLVE + ["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--timeout", "120",
+QUERY = KBSOLVE + ["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1",
                    "--format", "json"]
 
 

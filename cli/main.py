@@ -31,8 +31,9 @@ EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown
               show_default=True, help="Fastest plan, or the smallest that fits.")
 @click.option("--top", type=click.IntRange(0, 10), default=2, show_default=True,
               help="Alternatives to show.")
-@click.option("--timeout", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
-              help="Seconds for the solver; past it the best plan so far, exit 3.")
+@click.option("--timeout", type=click.FloatRange(min=0.01), default=None,
+              help="A wall-clock guard, seconds (default none: the counted search budgets "
+                   "bound the work); past it the best plan so far, status timed_out, exit 3.")
 @click.option("--solver", type=click.Choice(["z3", "enumerate"]), default="z3",
               help="enumerate: the brute-force reference, for small spaces.")
 @click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]",
@@ -41,12 +42,16 @@ EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown
 @click.option("--explain", "explain_option", default=None, metavar="OPTION",
               help="Print the full derivation of one option.")
 @click.option("--emit", "emit_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the framework's files (config, DeepSpeed/accelerate, run.sh) here.")
+              help="Write the framework's files (config, DeepSpeed/accelerate, run.sh) into "
+                   "this folder; it must be empty or hold only an earlier --emit's files.")
+@click.option("--force", is_flag=True, default=False,
+              help="With --emit: write into a folder holding other files (same-named ones "
+                   "are overwritten).")
 @click.version_option(package_name="kbsolve")
 @click.pass_context
 def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
         global_batch, pins, headroom, host_ram, fmt, packs, objective, top, timeout, solver,
-        allow, explain_option, emit_dir, gpu_spec=None):
+        allow, explain_option, emit_dir, force, gpu_spec=None):
     """Plan LLM and diffusion training runs that fit your GPUs and run fast.
 
     kbsolve --gpus 8xA100 --model wan14b
@@ -56,6 +61,8 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
     if not gpus and not model:
         click.echo(ctx.get_help())
         return EXIT_OK
+    if emit_dir:
+        api.check_emit_folder(emit_dir, force)  # before any work
     fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
                           pins, headroom, host_ram, global_batch, gpu_spec)
     fields.update(objective=objective, top=top, timeout=timeout, allow=list(allow))
@@ -64,13 +71,11 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
         click.echo(render(plan, "explain", option=explain_option))
     else:
         click.echo(render(plan, fmt))
-    if emit_dir and plan.status in ("optimal", "feasible"):
-        written = api.emit(plan, emit_dir, packs=list(packs))
-        click.echo(render(written, "text", kind="emitted"), err=True)
-    if plan.timed_out:  # the wall-clock guard, not a counted budget, ended the work
-        return EXIT_UNKNOWN
+    if emit_dir and plan.status in api.EMITTABLE and plan.config:
+        emitted = api.emit_files(plan, emit_dir, packs=list(packs), force=force)
+        click.echo(render(emitted, "text", kind="emitted"), err=True)
     return {"optimal": EXIT_OK, "feasible": EXIT_UNKNOWN, "unknown": EXIT_UNKNOWN,
-            "infeasible": EXIT_INFEASIBLE}[plan.status]
+            "timed_out": EXIT_UNKNOWN, "infeasible": EXIT_INFEASIBLE}[plan.status]
 
 
 @cli.command("estimate")

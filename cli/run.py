@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kbsolve.api import EXIT_USAGE, KbError, deep_recursion
+from kbsolve.api import EXIT_USAGE, Diagnostic, KbError, deep_recursion
 
 
 def fail(error: KbError) -> int:
@@ -34,6 +34,8 @@ def guarded(command: click.Command, argv: list[str]) -> int:
     except RecursionError:
         click.echo("kbsolve: error: input nests too deeply", err=True)
         return EXIT_USAGE
+    except OSError as error:  # a user's path the system refuses (too long, no access, ...)
+        return fail(KbError(Diagnostic(os_error_line(error))))
     except MemoryError:
         click.echo("kbsolve: error: out of memory reading the input", err=True)
         return EXIT_USAGE
@@ -44,6 +46,15 @@ def guarded(command: click.Command, argv: list[str]) -> int:
             raise
         return 70
     return result if isinstance(result, int) else 0
+
+
+def os_error_line(error: OSError) -> str:
+    """An OSError as one line: the path (a very long one by its two ends) and why."""
+    name = str(error.filename) if error.filename is not None else ""
+    if len(name) > 120:
+        name = f"{name[:60]}...{name[-40:]}"
+    why = error.strerror or str(error)
+    return f"{name}: {why}" if name else why
 
 
 def _debug() -> bool:

@@ -108,9 +108,9 @@ def _catalog_files(roots: list[Path]) -> list[tuple[str, str]]:
     for directory in _catalog_dirs(roots):
         for path in sorted(directory.glob("*.yaml")):
             try:
-                found.append((str(path), path.read_bytes().decode("utf-8", "replace")))
+                found.append((_display(path), path.read_bytes().decode("utf-8", "replace")))
             except OSError:
-                found.append((str(path), "<unreadable>"))
+                found.append((_display(path), "<unreadable>"))
     return found
 
 
@@ -158,10 +158,14 @@ def _rule_files(roots: list[Path]) -> tuple[list[tuple[str, str]], DiagnosticSin
 
 
 def _display(path: Path) -> str:
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+    """A rule file's name in spans: the shipped KB's as `kb/...` wherever it is installed
+    (never a site-packages path), a pack's relative to the working folder if inside it."""
+    for root, shown in ((shipped_root(), Path("kb")), (Path.cwd(), Path())):
+        try:
+            return str(shown / path.relative_to(root))
+        except ValueError:
+            continue
+    return str(path)
 
 
 def _read(path: Path, sink: DiagnosticSink) -> str | None:

@@ -19,9 +19,6 @@ from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.lint.symbolic import STAND_IN, SymbolicModel
 from kbsolve.solver.prove import CoreFinder
 
-CHECK_MS = 10000
-
-
 @dataclass
 class Finding:
     kind: str  # contradiction | dead-value | dead-rule | redundant | silent-warning
@@ -80,7 +77,7 @@ def check_framework(kb: KnowledgeBase, framework: str) -> SolverReport:
             warns[name] = t
     values = {f"{k}={v!r}": model.c.equals(k, v) for k, vs in model.p.choices.items()
               if not k.startswith(STAND_IN) for v in vs}
-    finder = CoreFinder(model, CHECK_MS)
+    finder = CoreFinder(model)
     finder.solver.add(model.catalog)
     for definition in model.c.definitions:  # the aux names the question terms made
         finder.solver.add(definition)

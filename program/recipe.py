@@ -52,8 +52,14 @@ def settle(problem, assignment: dict[str, Any]) -> dict[str, Any]:
 def provenance(problem, option: Option, assignment: dict[str, Any]) -> list:
     """The lets with a source that the option's `from` went through for this
     assignment (only the branches taken), as kb.Let objects."""
+    return lets_taken(problem, option.source_expr, assignment)
+
+
+def lets_taken(problem, node: ir.Node, assignment: dict[str, Any]) -> list:
+    """The lets with a source that `node` reads for this assignment, through the
+    branches its `if`s (and desugared `match`es) take, as kb.Let objects."""
     found: list[str] = []
-    _taken(problem, option.source_expr, assignment, found)
+    _taken(problem, node, assignment, found)
     return [problem.kb.lets[key] for key in found if problem.kb.lets[key].meta.source]
 
 

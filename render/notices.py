@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 
-def emitted(paths: list[str]) -> str:
-    return "\nWrote: " + ", ".join(paths)
+def emitted(result) -> str:
+    """--emit: the files written, and an earlier emit's files the plan no longer has."""
+    text = "\nWrote: " + ", ".join(result.written)
+    return text + ("\nRemoved (an earlier --emit's, not in this plan): " +
+                   ", ".join(result.removed) if result.removed else "")
 
 
 def written(written: dict[str, list[str]]) -> str:

@@ -15,7 +15,7 @@ def markdown(result) -> str:
 
 def _markdown(d: dict) -> str:
     lines = [f"# kbsolve plan: {d['framework']}, {d['model']} on {d['query']['gpus']}",
-             "", f"Status: **{d.get('status', 'estimate')}**", ""]
+             "", f"Status: **{d.get('status', 'estimate').replace('_', ' ')}**", ""]
     if d.get("memory") is None and not d.get("core"):
         return "\n".join(lines + ["No plan was found within the time-out."]) + "\n"
     if d.get("core"):

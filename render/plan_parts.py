@@ -25,7 +25,7 @@ def _rate(value: float) -> str:
 
 
 def speed(s: dict) -> list[str]:
-    parts = [f"step {s['step_time_s']:.3f} s"]
+    parts = [f"step {s['step_time_s']:.3f} s" + (f" ({s['step']})" if s.get("step") else "")]
     parts += [f"{_rate(v)} {k}/s" for k, v in s["throughput"].items()]
     if s.get("mfu") is not None:
         parts.append(f"MFU {s['mfu']:.0%}")

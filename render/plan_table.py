@@ -15,7 +15,8 @@ def table(result) -> str:
 
 
 def _table(d: dict) -> str:
-    out = [f"kbsolve: {d.get('status', 'estimate')} — {d['framework']}, {d['model']} on "
+    status = d.get("status", "estimate").replace("_", " ")  # timed_out: "timed out"
+    out = [f"kbsolve: {status} — {d['framework']}, {d['model']} on "
            f"{d['query']['gpus']} ({d['gpu']})"]
     out += [f"  note: {n}" for n in d.get("notes", [])]
     if d.get("status") == "infeasible":
@@ -82,9 +83,9 @@ def worth_showing(choice: dict | None, value) -> bool:
     length); settings nobody decided are summarised in one line."""
     if choice is None:  # an estimate: no explanations, every option shown
         return True
-    if choice["kind"] in ("default", "n/a"):
+    if choice["kind"] == "n/a":
         return False
-    if choice.get("is_default") and choice["kind"] in ("forced", "optimum", "tie"):
+    if choice.get("is_default") and choice["kind"] in ("default", "forced", "tie"):
         # kept at its default: the summary lines say why, except for the recipe
         return any(r.get("optin_group") == "recipe" for r in choice["reasons"])
     if choice["kind"] == "fact":
@@ -96,7 +97,7 @@ def consent_names(explanation: list[dict]) -> list[str]:
     """The optins that kept options of the table at their defaults."""
     names = []
     for choice in explanation:
-        if not (choice.get("is_default") and choice["kind"] == "forced"):
+        if not (choice.get("is_default") and choice["kind"] in ("default", "forced")):
             continue
         for r in choice["reasons"]:
             rule = r["rule"].split(".", 1)[-1]

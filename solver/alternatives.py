@@ -4,8 +4,10 @@ Explaining a plan measures, for every deciding option (one whose value speed,
 memory or a preference chose), each other value as a neighbour of the plan;
 where a value needs other changes too, the search found a feasible plan with
 it. Those plans are the candidates: no new evaluations are made here. Each was
-checked against every rule; one whose time and memory differ from the plan's
-by less than the output shows (0.05 %, 0.005 GiB) is not an alternative.
+checked against every rule. An alternative is a trade-off: it beats the plan
+visibly (by what the output shows: 0.05 %, 0.005 GiB) in time or in memory, and
+no alternative shown beats it in both; one identical to the plan, or no better
+in either, is not an alternative.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def runner_ups(best: Metrics, candidates: list[tuple[dict[str, Any], Any]],
         metrics = getattr(candidate, "exact", candidate)
         if not metrics.feasible:
             continue
-        if not _differs(metrics, best):
+        if not _trades_off(metrics, best) or any(_dominates(m, metrics) for _, m in found):
             continue
+        found = [(c, m) for c, m in found if not _dominates(metrics, m)]
         found.append((changes, metrics))
         last = estimate
     found.sort(key=lambda pair: (sort_key(pair[1]), repr(sorted(pair[0].items(), key=repr))))
@@ -54,12 +57,22 @@ SHOWN_TIME = Fraction(1, 2000)  # 0.05 %: the table prints time deltas to 0.1 %
 SHOWN_BYTES = Fraction(2**30, 200)  # 0.005 GiB: it prints memory deltas to 0.01 GiB
 
 
-def _differs(metrics: Metrics, best: Metrics) -> bool:
-    """An alternative must differ visibly in time or memory from the plan."""
-    time = abs(metrics.time_per_work - best.time_per_work)
-    if best.time_per_work and time >= SHOWN_TIME * best.time_per_work:
-        return True
-    return abs(metrics.levels["device"] - best.levels["device"]) >= SHOWN_BYTES
+def _better(a: Metrics, b: Metrics) -> tuple[bool, bool]:
+    """Whether `a` is visibly faster than `b`, and visibly smaller."""
+    faster = bool(b.time_per_work) and \
+        b.time_per_work - a.time_per_work >= SHOWN_TIME * b.time_per_work
+    return faster, b.levels["device"] - a.levels["device"] >= SHOWN_BYTES
+
+
+def _trades_off(metrics: Metrics, best: Metrics) -> bool:
+    """Visibly faster or visibly smaller than the plan (not identical, not worse)."""
+    return any(_better(metrics, best))
+
+
+def _dominates(a: Metrics, b: Metrics) -> bool:
+    """`a` is no worse than `b` in time and memory, and visibly better in one."""
+    return a.time_per_work <= b.time_per_work and \
+        a.levels["device"] <= b.levels["device"] and any(_better(a, b))
 
 
 def _estimate(candidate) -> tuple:

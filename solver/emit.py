@@ -20,7 +20,6 @@ not hold for the plan is not written.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import PLACEHOLDER, Framework, KnowledgeBase
+from kbsolve.solver.emit_folder import Emitted, write_folder
 from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import option_key, plain
 
@@ -118,7 +118,7 @@ def _put(tree: dict, dotted: str, value, flat: bool = False) -> None:
     tree[parts[-1]] = value
 
 
-def write_files(kb: KnowledgeBase, plan, directory: str) -> list[str]:
+def write_files(kb: KnowledgeBase, plan, directory: str, force: bool = False) -> Emitted:
     framework = kb.frameworks[plan.framework]
     outputs = file_contents(kb, plan)
     docs = {(e.target, e.key): e.meta.doc for e in kb.emits if e.framework == framework.name}
@@ -148,20 +148,9 @@ def write_files(kb: KnowledgeBase, plan, directory: str) -> list[str]:
                 _requirements(content, spec.name, spans, spec.path))
     scripts = {path: _script(path, kinds) for path, kinds in shell.items()
                if any(kinds.values())}
-    target = Path(directory)
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        written = []
-        for path in list(texts) + list(scripts):
-            out = target / path
-            out.write_text(scripts[path] if path in scripts else "".join(texts[path]),
-                           encoding="utf-8")
-            if path in scripts:
-                os.chmod(out, 0o755)
-            written.append(str(out))
-    except OSError as error:
-        raise KbError(Diagnostic(f"--emit {directory}: {error.strerror or error}")) from None
-    return written
+    files = {path: scripts[path] if path in scripts else "".join(texts[path])
+             for path in list(texts) + list(scripts)}
+    return write_folder(directory, files, set(scripts), force)
 
 
 def _script(path: str, kinds: dict[str, list[str]]) -> str:

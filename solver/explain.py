@@ -1,4 +1,6 @@
-"""Why each option has its value: forced, speed, memory, preference, default.
+"""Why each option has its value; the kinds are defined in docs/solver.md
+(Explanations): default, pinned, forced, optimum, tie, speed, memory, preference,
+fact, recipe.
 
 Every alternative value is first measured as a neighbour of the plan (only
 this option changed, options whose `when` turns false back to their defaults).
@@ -11,7 +13,6 @@ search's node budget runs out or the plan came from Z3.
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 from typing import Any
 
@@ -21,6 +22,7 @@ from kbsolve.program.consent import consent_detail, optin_of
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
+from kbsolve.solver.guard import expired
 from kbsolve.solver.plan import Choice, Reason
 from kbsolve.solver.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
                                    reason)
@@ -45,7 +47,7 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
     finder = _oracle(problem, model, search, assignment, met)
     choices = []
     for option in problem.options:
-        if time.monotonic() > deadline:
+        if expired(deadline):
             raise Unexplained
         key = option.key
         value = assignment[key]
@@ -55,7 +57,8 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
         if key in problem.pinned:
             detail = problem.pin_detail(key) + ("" if applies else
                                                 "; it does not apply under this plan")
-            choices.append(Choice(**base, kind="pinned", reasons=[
+            kind = "default" if key in problem.defaulted else "pinned"  # the task's default
+            choices.append(Choice(**base, kind=kind, reasons=[
                 Reason(rule=f"pin:{option.name}", detail=detail)]))
         elif not applies:
             choices.append(Choice(**base, kind="n/a", reasons=[Reason(
@@ -207,6 +210,9 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
             blocked[alt] = core
     rules = _core_reasons(problem, blocked, option, neighbours)
     if not open_:
+        kept = _kept_without_consent(problem, option, blocked) if base["is_default"] else None
+        if kept is not None:  # the default, and other values need the user's consent
+            return Choice(**base, kind="default", reasons=[kept] + rules)
         return Choice(**base, kind="forced", reasons=rules or [Reason(
             rule=option.key, detail="no other value is allowed")])
     slower, too_big, worse_pref, same, coupled = [], [], [], [], []
@@ -224,6 +230,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         else:
             same.append((alt, neighbour))
     slower = _least(slower, "time")
+    needs_more = [a for a, _ in too_big + coupled]  # feasible only with other changes
     too_big = _least(too_big, "device")
     if value != option.default and same:
         plan_device = metrics.levels["device"]
@@ -246,10 +253,11 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
                                   "the plan keeps the faster"))] + rules)
     else:
         tie = None
-    if too_big:
+    if too_big:  # each fits only with other changes: the best such plan decides
         alt, n = min(too_big, key=lambda p: p[1].levels["device"])
-        return Choice(**base, kind="memory", reasons=_too_big(problem, option, alt, n)
-                      + _grown_terms(problem, metrics, n) + rules)
+        kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
+        return Choice(**base, kind=kind, reasons=decisive + _too_big(problem, option, alt, n)
+                      + rules)
     if worse_pref:
         prefs = [reason(p) for p in problem.items(problem.kb.preferences)
                  if option.key in _option_refs(p.expr)]
@@ -269,15 +277,89 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     if coupled and not same:
         alt, n = coupled[0]
         needs = ", ".join(r.split(".", 1)[1] for r in n.broken) or "an option's 'when'"
-        return Choice(**base, kind="optimum", reasons=[Reason(
-            rule="optimum", detail=f"{option.name}={shown(alt)} needs other changes too "
-                                   f"(alone it breaks {needs}); the search weighed every such "
-                                   f"plan and this one is fastest")] + rules)
-    detail = "nothing depends on it" if value == option.default else \
-        "as fast and as small as the alternatives; kept by the tie-breaks"
-    return Choice(**base, kind="default", reasons=[Reason(rule=option.key, detail=detail,
-                                                          source=option.meta.source,
-                                                          location=str(option.meta.span))])
+        kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
+        return Choice(**base, kind=kind, reasons=decisive + [Reason(
+            rule="optimum", detail=f"{option.name}={shown(alt)} alone breaks {needs}")] + rules)
+    if value == option.default:
+        return Choice(**base, kind="default", reasons=[Reason(
+            rule=option.key, detail="nothing depends on it", source=option.meta.source,
+            location=str(option.meta.span))])
+    return Choice(**base, kind="tie", reasons=[Reason(  # not the default: say it is a tie
+        rule="tie", detail="a tie: as fast and as small as the alternatives; kept by the "
+                           "tie-breaks", source=option.meta.source,
+        location=str(option.meta.span))])
+
+
+def _kept_without_consent(problem: Problem, option, blocked: dict) -> Reason | None:
+    """The default kept because other values need the user's consent (an optin):
+    None unless some alternative is ruled out by consent rules alone."""
+    optins = [optin_of(problem.kb, part.partition(":")[2]) for core in blocked.values()
+              if core and all(p.startswith("rule:") and optin_of(problem.kb, p[5:]) is not None
+                              for p in core) for part in core]
+    if not optins:
+        return None
+    first = optins[0]
+    names = sorted({o.name for o in optins})
+    return Reason(rule=option.key, location=str(option.meta.span),
+                  detail=f"the framework's default; other values are a {first.group} change "
+                         f"({first.meta.doc.rstrip('.')}): pin one, or pass "
+                         f"--allow {','.join(names)}")
+
+
+DECISIVE_SHOWN = 3  # changed options named in a decisive comparison
+DECISIVE_BUDGET = 500  # nodes of the search for the best plan with a rival value
+
+
+def _decisive(problem: Problem, search, option, candidates: list, assignment: dict[str, Any],
+              metrics: Metrics, met: list) -> tuple[str, list[Reason]]:
+    """The kind (optimum, or tie within TIE_PCT) and the decisive comparison for a value
+    whose every rival needs other changes: the rival value whose known plans come
+    closest, and the best plan the search finds with it (a counted budget)."""
+    known = [(changes, getattr(m, "exact", m)) for changes, m in met
+             if changes.get(option.key, assignment[option.key]) in candidates]
+    known = [(c, m) for c, m in known if m.feasible]
+    if not known:
+        return "optimum", [Reason(rule="optimum", detail=f"every other {option.name} needs "
+                                                         f"other changes too; the search "
+                                                         f"weighed every such plan")]
+    changes, rival = min(known, key=lambda pair: sort_key(pair[1]))
+    alt = changes[option.key]
+    proven = False
+    if search is not None:
+        found = search.run(start={**assignment, **changes}, fixed={option.key: alt},
+                           budget=DECISIVE_BUDGET)
+        if found.chosen is not None and sort_key(found.metrics) <= sort_key(rival):
+            changes = {k: v for k, v in found.chosen.items() if assignment.get(k) != v}
+            rival, proven = found.metrics, found.status == "optimal"
+            met.append((changes, rival))
+    others = [f"{problem.kb.options[k].name}={shown(v)}" for k, v in sorted(changes.items())
+              if k != option.key]
+    listed = ", ".join(others[:DECISIVE_SHOWN]) + \
+        (f", +{len(others) - DECISIVE_SHOWN} more" if len(others) > DECISIVE_SHOWN else "")
+    which = "the best plan" if proven else "the best plan found"
+    detail = (f"{option.name}={shown(alt)} fits only with other changes; {which} with it "
+              f"({listed}) {_compared(problem, metrics, rival)}")
+    pct = float((rival.time_per_work / metrics.time_per_work - 1) * 100) \
+        if metrics.time_per_work else 0.0
+    if problem.objective == "speed" and pct < TIE_PCT:
+        return "tie", [Reason(rule="tie", detail=f"a tie within {TIE_PCT}% in time: {detail}")]
+    return "optimum", [Reason(rule="optimum", detail=detail)]
+
+
+def _compared(problem: Problem, plan: Metrics, other: Metrics) -> str:
+    """How a rival plan loses to the plan, on the objective's first difference."""
+    pct = round(float((other.time_per_work / plan.time_per_work - 1) * 100), 2) \
+        if plan.time_per_work else 0.0  # rounded as the alternatives are
+    more = gib(other.levels["device"] - plan.levels["device"])
+    time_part = f"is {pct:.1f}% slower" if pct >= 0.05 else "is as fast"
+    memory_part = f"needs {more:.2f} GiB more per GPU" if more >= 0.005 else ""
+    if problem.objective == "memory" and memory_part:
+        return memory_part + (f" (and {time_part[3:]})" if pct >= 0.05 else "")
+    if pct >= 0.05:
+        return time_part
+    if memory_part:
+        return f"is as fast but {memory_part}"
+    return "is as fast and as small; the plan wins on the preferences or keeps more defaults"
 
 
 def _too_big(problem: Problem, option, alt, n: Metrics) -> list[Reason]:
@@ -285,7 +367,7 @@ def _too_big(problem: Problem, option, alt, n: Metrics) -> list[Reason]:
     the model's prediction but not its band says so, and names the band."""
     over = n.levels["device"] - problem.budget_bytes
     band = band_bytes(problem, n)
-    text = f"{option.name}={shown(alt)}"
+    text = f"{option.name}={shown(alt)} alone"
     if not band:
         return [Reason(rule="memory:fit",
                        detail=f"{text} would need {gib(over):.2f} GiB more than the budget")]
@@ -309,9 +391,6 @@ def _with_band(fit: Reason, term) -> Reason:
     return fit
 
 
-BAND_SOLVE_MS = 10_000  # the search for the smallest plan of a refusal on memory
-
-
 def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
     """The reasons for 'memory:fit' in a refusal's core. Where the framework states an
     error band, the budget is checked at its upper end, and the smallest plan (the same
@@ -327,7 +406,7 @@ def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
     from kbsolve.solver.optimize import solve
     unlimited = copy.copy(problem)
     unlimited.budget_bytes, unlimited.objective = Fraction(2) ** 80, "memory"
-    found = solve(unlimited, BAND_SOLVE_MS)
+    found = solve(unlimited)
     detail += " at the model's error band's upper end"
     if found.metrics is not None and found.status != "infeasible":
         upper = found.metrics.levels["device"]

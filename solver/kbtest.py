@@ -15,7 +15,6 @@ from kbsolve.solver.query import Query, resolve
 from kbsolve.solver.report import plain
 
 
-TEST_TIMEOUT_MS = 600_000  # an outer guard only: the search budgets are counted (nodes, rlimit)
 
 
 @dataclass
@@ -56,7 +55,7 @@ def _run(kb: KnowledgeBase, test: Test) -> TestResult:
     try:
         resolved = resolve(kb, Query(**fields))
         only_refusal = all(e.kind == "infeasible" for e in test.expectations)
-        outcome = (_refusal if only_refusal else solve)(resolved.problem, TEST_TIMEOUT_MS)
+        outcome = (_refusal if only_refusal else solve)(resolved.problem)
     except KbError as error:
         return TestResult(test, False, [f"the query failed: {error.diagnostics[0].message}"])
     problem = resolved.problem
@@ -73,7 +72,7 @@ def _run(kb: KnowledgeBase, test: Test) -> TestResult:
                 continue
             missing = _missing(outcome.core, exp.names, test.framework)
             if missing and outcome.model is None:  # the tables' reasons: ask Z3's minimal core
-                outcome = feasibility(problem, TEST_TIMEOUT_MS)
+                outcome = feasibility(problem)
                 missing = _missing(outcome.core, exp.names, test.framework)
             if missing:
                 failures.append(f"expected {', '.join(missing)} in the core, got "
@@ -107,7 +106,7 @@ def _run(kb: KnowledgeBase, test: Test) -> TestResult:
     return TestResult(test, not failures, failures)
 
 
-def _refusal(problem, timeout_ms: int) -> Outcome:
+def _refusal(problem) -> Outcome:
     """Is the query refused, and by what? Arc consistency on the rule tables
     names the rules that emptied an option's domain; a feasibility search
     finds a plan; Z3's minimal core is asked only when neither settles it."""
@@ -117,7 +116,7 @@ def _refusal(problem, timeout_ms: int) -> Outcome:
         return Outcome("infeasible", core=sorted(set(why.values())))
     if search.run(first=True).chosen is not None:
         return Outcome("feasible")
-    return feasibility(problem, timeout_ms)
+    return feasibility(problem)
 
 
 def _missing(core: list[str], names, framework: str) -> list[str]:

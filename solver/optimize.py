@@ -11,7 +11,7 @@ load; the wall-clock time-out is only an outer guard.
 
 from __future__ import annotations
 
-import time
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +32,15 @@ class Outcome:
     timed_out: bool = False  # the wall-clock guard, not the counted budgets, ended it
 
 
-def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
+def solve(problem: Problem, until: float = math.inf, avoid: list | None = None,
           node_budget: int = NODE_BUDGET) -> Outcome:
-    """The exact optimum: branch and bound first, Z3 when its budget runs out."""
+    """The exact optimum: branch and bound first, Z3 when its budget runs out;
+    `until`: the --timeout guard's deadline (solver/guard.py), inf when none."""
     start = None
     nodes = 0
     if avoid is None and node_budget > 0:
         search = Search(problem)
-        found = search.run(budget=node_budget, deadline=time.monotonic() + timeout_ms / 1000)
+        found = search.run(budget=node_budget, deadline=until)
         nodes = found.nodes
         if found.status == "timeout":
             return Outcome("feasible" if found.chosen else "unknown", found.chosen or {},
@@ -49,10 +50,10 @@ def solve(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
         if found.status == "infeasible":
             from kbsolve.solver.prove import Model, minimal_core
             model = Model(problem)
-            return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model,
+            return Outcome("infeasible", core=minimal_core(model), model=model,
                            nodes=nodes)
         start = found.chosen
     from kbsolve.solver.prove import solve_z3
-    outcome = solve_z3(problem, timeout_ms, avoid, start)
+    outcome = solve_z3(problem, until, avoid, start)
     outcome.nodes = nodes
     return outcome

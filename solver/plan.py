@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+Status = Literal["optimal", "feasible", "infeasible", "unknown", "timed_out"]  # docs/solver.md
 Kind = Literal["forced", "speed", "memory", "preference", "optimum", "default", "pinned", "fact",
                "recipe", "tie", "n/a"]
 
@@ -91,6 +91,9 @@ class Memory(BaseModel):
 
 class Speed(BaseModel):
     step_time_s: float
+    step: str = Field(default="", description="what one step is (the KB's doc of the "
+                      "framework's main work term): an optimizer step, or one micro-batch "
+                      "per rank")
     tokens_per_s: float | None = None
     samples_per_s: float | None = None
     throughput: dict[str, float] = Field(default_factory=dict)
@@ -153,7 +156,8 @@ class Plan(BaseModel):
     alternatives: list[Alternative] = Field(default_factory=list)
     launch: str = ""
     timed_out: bool = Field(default=False, description="the --timeout wall-clock guard "
-                            "expired (the counted search budgets did not)")
+                            "expired (the counted search budgets did not); the status is "
+                            "then timed_out")
     global_batch: GlobalBatch | None = None
     model_facts: dict[str, Any] | None = Field(default=None, description=MODEL_FACTS)
 

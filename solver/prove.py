@@ -6,7 +6,7 @@ explanations the tables cannot settle). Imported only when needed.
 
 from __future__ import annotations
 
-import time
+import math
 from typing import Any
 
 import z3
@@ -16,6 +16,7 @@ from kbsolve.dsl.types import NUM
 from kbsolve.program.metrics import full_assignment, measure, sort_key
 from kbsolve.program.problem import Problem
 from kbsolve.solver.compile import Compiler
+from kbsolve.solver.guard import expired, left_ms
 from kbsolve.solver.local_search import back_to_defaults, hill_climb
 from kbsolve.solver.optimize import Outcome
 
@@ -100,13 +101,13 @@ class Objective:
         return self.term <= value if self.sense == "min" else self.term >= value
 
 
-def solve_z3(problem: Problem, timeout_ms: int = 10000, avoid: list | None = None,
+def solve_z3(problem: Problem, until: float = math.inf, avoid: list | None = None,
              start: dict[str, Any] | None = None) -> Outcome:
     """Lexicographic optimum by successive tightening: after each satisfying
     model, demand a strictly better value of the current objective; when that
     is unsatisfiable, fix the objective at its best value and go to the next.
-    Each check has a fixed rlimit; the deadline is only an outer guard."""
-    deadline = time.monotonic() + timeout_ms / 1000
+    Each check has a fixed rlimit; `until` (--timeout) is only an outer guard."""
+    deadline = until
     model = Model(problem)
     time_term = Objective("min", model.time_per_work())
     preferences = [Objective("max", score) for _, score in model.preference_scores().items()]
@@ -124,9 +125,9 @@ def solve_z3(problem: Problem, timeout_ms: int = 10000, avoid: list | None = Non
                          or [z3.BoolVal(False, model.c.ctx)]))
     first = _check(solver, deadline)
     if first == z3.unsat:
-        return Outcome("infeasible", core=minimal_core(model, timeout_ms), model=model)
+        return Outcome("infeasible", core=minimal_core(model), model=model)
     if first != z3.sat:
-        return Outcome("unknown", model=model, timed_out=time.monotonic() > deadline)
+        return Outcome("unknown", model=model, timed_out=expired(deadline))
     best = _polished(problem, model, solver, solver.model(), deadline, start)
     complete = True
     for objective in objectives:
@@ -147,7 +148,7 @@ def solve_z3(problem: Problem, timeout_ms: int = 10000, avoid: list | None = Non
     chosen = back_to_defaults(problem, model.c.decode(best))
     metrics = measure(problem, full_assignment(problem, chosen))
     return Outcome("optimal" if complete else "feasible", chosen, metrics, model=model,
-                   timed_out=not complete and time.monotonic() > deadline)
+                   timed_out=not complete and expired(deadline))
 
 
 def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline: float,
@@ -171,10 +172,11 @@ def _polished(problem: Problem, model: Model, solver: z3.Solver, first, deadline
 
 
 def _check(solver: z3.Solver, deadline: float):
-    left = int((deadline - time.monotonic()) * 1000)
-    if left <= 0:
-        return z3.unknown
-    solver.set("timeout", left)
+    left = left_ms(deadline)
+    if left is not None:
+        if left <= 0:
+            return z3.unknown
+        solver.set("timeout", left)
     solver.set("rlimit", RLIMIT_PER_CHECK)
     return solver.check()
 
@@ -184,10 +186,10 @@ class CoreFinder:
     is the model satisfiable with these extra assumptions, and if not, which
     parts clash (a minimal core)?"""
 
-    def __init__(self, model: Model, timeout_ms: int = 10000):
+    def __init__(self, model: Model):
         self.model = model
         self.solver = z3.Solver(ctx=model.c.ctx)
-        self.solver.set("timeout", timeout_ms)
+        self.solver.set("rlimit", RLIMIT_PER_CHECK)  # counted, as every check's budget
         for constraint in model.c.domain_constraints():
             self.solver.add(constraint)
         self.marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
@@ -208,17 +210,17 @@ class CoreFinder:
         return core
 
 
-def feasibility(problem: Problem, timeout_ms: int = 10000) -> Outcome:
+def feasibility(problem: Problem) -> Outcome:
     """Satisfiable or not, with the minimal core; no optimisation (for tests
     that only ask whether a query is refused, and by which rules)."""
     model = Model(problem)
-    finder = CoreFinder(model, timeout_ms)
+    finder = CoreFinder(model)
     core = finder.clash()
     if core is None:
         return Outcome("feasible", model=model)
     return Outcome("infeasible", core=core, model=model)
 
 
-def minimal_core(model: Model, timeout_ms: int) -> list[str]:
+def minimal_core(model: Model) -> list[str]:
     """The parts that clash, minimised by deletion: every part left is needed."""
-    return CoreFinder(model, timeout_ms).clash() or []
+    return CoreFinder(model).clash() or []

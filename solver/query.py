@@ -47,7 +47,9 @@ class Query(BaseModel):
                                    description="default: query.headroom_pct of the KB")
     host_ram: float | None = Field(default=None, gt=0, description="CPU RAM per node, GiB")
     top: int = Field(default=2, ge=0, le=10)
-    timeout: float = Field(default=10.0, gt=0)
+    timeout: float | None = Field(default=None, gt=0, description="an optional wall-clock "
+                                  "guard, seconds; default none: the counted budgets bound "
+                                  "the work")
 
 
 @dataclass

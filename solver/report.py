@@ -51,7 +51,7 @@ def config(problem: Problem, assignment: dict[str, Any],
                      and not problem.evaluator.run(o.when, assignment))}
 
 
-def memory(problem: Problem, metrics: Metrics) -> Memory:
+def memory(problem: Problem, metrics: Metrics, assignment: dict[str, Any] | None = None) -> Memory:
     kb = problem.kb
     items = []
     for key, value in list(metrics.memory.items()) + list(metrics.host.items()):
@@ -71,7 +71,7 @@ def memory(problem: Problem, metrics: Metrics) -> Memory:
                   host_budget_gib=None if problem.host_budget_bytes is None else gib(
                       problem.host_budget_bytes * problem.facts.get("query.gpus_per_node", 1)),
                   host_budget_source=problem.host_budget_source or None,
-                  host_fits=metrics.host_fits, band=band(problem, metrics))
+                  host_fits=metrics.host_fits, band=band(problem, metrics, assignment))
 
 
 BAND_TERM = "error_band"  # the memory term that states the model's error band (dsl.md 5.10)
@@ -97,9 +97,11 @@ def band_bytes(problem: Problem, metrics: Metrics) -> Fraction:
     return Fraction(metrics.memory.get(key, 0)) if key else Fraction(0)
 
 
-def band(problem: Problem, metrics: Metrics) -> MemoryBand | None:
+def band(problem: Problem, metrics: Metrics,
+         assignment: dict[str, Any] | None = None) -> MemoryBand | None:
     """The error band of these metrics: its share of the levels below it, each level
-    without it and at its upper end."""
+    without it and at its upper end; with the assignment, the band of the run's class
+    (the lets the term's branches take) is named, not every class's."""
     key = band_key(problem)
     if key is None:
         return None
@@ -117,13 +119,24 @@ def band(problem: Problem, metrics: Metrics) -> MemoryBand | None:
                       predicted_gib=PerGpu(**{k: gib(v) for k, v in predicted.items()}),
                       upper_gib=PerGpu(**{k: gib(v) for k, v in upper.items()}),
                       fits_without_band=predicted[order[-1]] <= problem.budget_bytes,
-                      rule=key, because=term.meta.because, source=term.meta.source,
-                      location=str(term.meta.span))
+                      rule=key, location=str(term.meta.span),
+                      **_band_reason(problem, term, assignment))
+
+
+def _band_reason(problem: Problem, term, assignment: dict[str, Any] | None) -> dict[str, str]:
+    """because and source of a band: the applied class's let first, then the term's own."""
+    from kbsolve.program.recipe import lets_taken
+    taken = lets_taken(problem, term.expr, assignment) if assignment is not None else []
+    parts = [(let.meta.because, let.meta.source) for let in taken] + \
+        [(term.meta.because, term.meta.source)]
+    return {"because": "; ".join(b for b, _ in parts if b),
+            "source": "; ".join(s for _, s in parts if s)}
 
 
 def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Speed:
     step = metrics.step_time
-    result = Speed(step_time_s=round(float(step), 6),
+    main = problem.throughput_work
+    result = Speed(step_time_s=round(float(step), 6), step=main.meta.doc if main else "",
                    terms={k.split(".", 1)[1]: round(float(v), 6)
                           for k, v in {**metrics.times, **metrics.factors}.items()})
     if step <= 0:
@@ -154,7 +167,7 @@ def warnings(problem: Problem, metrics: Metrics, planned: bool = False) -> list[
         w = problem.kb.warnings[key]
         accepted = None
         if planned and chosen_by_plan(problem, w):
-            accepted = w.accepted or "(the KB gives no reason: report it)"
+            accepted = w.accepted or None  # none stated: the warning alone, no made-up line
         found.append(Warning_(id=w.id, because=w.meta.because, source=w.meta.source,
                               location=str(w.meta.span), accepted=accepted))
     return found

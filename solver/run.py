@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 
 from kbsolve.dsl.kb import KnowledgeBase
@@ -14,6 +13,7 @@ from kbsolve.solver.explain import Unexplained, explain, refused_on_memory
 from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.program.recipe import settle
+from kbsolve.solver.guard import deadline
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.program.consent import consent_detail
 from kbsolve.solver.plan import Alternative, Estimate, Fix, Plan, Reason
@@ -21,15 +21,16 @@ from kbsolve.solver.query import Query, Resolved, resolve, route_pins
 
 
 def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
-    deadline = time.monotonic() + query.timeout
+    until = deadline(query.timeout)
     resolved = resolve(kb, query)
     problem = resolved.problem
     if solver == "enumerate":
         outcome = enumerate_best(problem)
         outcome.model = None
     else:
-        outcome = solve(problem, int(query.timeout * 1000))
-    result = Plan(status=outcome.status, framework=problem.framework,
+        outcome = solve(problem, until)
+    result = Plan(status="timed_out" if outcome.timed_out else outcome.status,
+                  framework=problem.framework,
                   query=query.model_dump(), gpu=resolved.gpu.name, model=resolved.model.name,
                   notes=resolved.notes, timed_out=outcome.timed_out,
                   model_facts=model_facts(problem, resolved.model))
@@ -42,15 +43,18 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         return result
     if outcome.metrics is None:
         return result
+    if outcome.timed_out:
+        result.notes.append(f"the --timeout of {query.timeout:g} s ran out: the best plan "
+                            f"found so far, not proven optimal, and not explained")
     assignment = settle(problem, full_assignment(problem, outcome.chosen))
     _fill(result, problem, assignment, outcome.metrics)
     if outcome.status == "optimal":  # a time-out explains nothing
         met: list = []  # the feasible plans the explanations measured
         try:
             result.explanation = explain(problem, outcome.model, assignment, outcome.metrics,
-                                         outcome.search, met, deadline)
+                                         outcome.search, met, until)
         except Unexplained:
-            result.timed_out = True
+            result.status, result.timed_out = "timed_out", True
             result.notes.append(f"the plan is proven optimal, but the --timeout of "
                                 f"{query.timeout:g} s ran out while explaining it: no "
                                 f"explanations or alternatives are shown")
@@ -61,7 +65,7 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
 
 def _fill(result, problem, assignment, metrics) -> None:
     result.config = report.config(problem, assignment)
-    result.memory = report.memory(problem, metrics)
+    result.memory = report.memory(problem, metrics, assignment)
     result.speed = report.speed(problem, metrics, assignment)
     result.warnings = report.warnings(problem, metrics, planned=True)
     result.launch = _launch(problem, assignment)
@@ -135,7 +139,7 @@ def _host_ram_fix(problem, core: list[str]) -> list[Fix]:
     import copy
     unlimited = copy.copy(problem)
     unlimited.host_budget_bytes = None
-    found = solve(unlimited, 10_000)
+    found = solve(unlimited)
     if found.metrics is None or found.status == "infeasible":
         return []
     per_node = problem.facts.get("query.gpus_per_node", 1)
@@ -222,7 +226,7 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
                     model_facts=model_facts(problem, resolved.model),
                     config=report.config(problem, assignment, applying_only=True),
                     feasible=metrics.feasible, broken=broken, notes=resolved.notes,
-                    memory=report.memory(problem, metrics),
+                    memory=report.memory(problem, metrics, assignment),
                     speed=report.speed(problem, metrics, assignment),
                     warnings=report.warnings(problem, metrics))
 

@@ -12,7 +12,6 @@ seconds: the same query explores the same tree on any machine.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.tables import Expr, Table, Tables, _mul, allowed_mask, masked
+from kbsolve.solver.guard import expired
 
 NODE_BUDGET = 200_000
 ROUNDS = (10_000, 40_000, 150_000)  # node shares of the rounds (see Search.run)
@@ -525,7 +525,7 @@ class _State:
             self.nodes += 1
             if self.nodes > self.budget:
                 raise Exhausted
-            if not self.nodes & 255 and time.monotonic() > self.deadline:
+            if not self.nodes & 255 and expired(self.deadline):
                 raise TimedOut
             self.idx[k] = value
             self.tried[k] += 1

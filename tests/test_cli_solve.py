@@ -20,7 +20,7 @@ def test_plan_prints_config_memory_and_speed(capsys):
     assert code == 0
     assert "kbsolve: optimal" in out
     assert "Memory per GPU" in out and "Speed:" in out and "tokens/s" in out
-    assert "finetuning_type" in out and "[pinned]" in out and "[speed]" in out
+    assert "finetuning_type" in out and "[default]" in out and "[speed]" in out
 
 
 def test_alias_choice_is_stated(capsys):
@@ -63,7 +63,7 @@ def test_unrequested_library_needs_allow(capsys):
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
                        "--explain", "use_unsloth")
     assert code == 0
-    assert out.startswith("use_unsloth = false") and "forced" in out.splitlines()[0]
+    assert out.startswith("use_unsloth = false") and "default" in out.splitlines()[0]
     assert "--allow unsloth" in out
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
                        "--allow", "unsloth", "--explain", "use_unsloth")
@@ -119,13 +119,6 @@ def test_estimate_of_a_broken_config_exits_1(capsys):
     assert "breaks rules" in out and "P18" in out
 
 
-def test_tiny_timeout_exits_3_or_plans(capsys):
-    code, out, err = run(capsys, "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "0",
-                         "--timeout", "0.01")
-    assert code in (0, 3)
-    assert "Traceback" not in err
-
-
 def test_kb_test_command_in_a_subprocess():
     done = run_kbsolve(["kb", "test", "-k", "unsloth", "--coverage"])
     assert done.returncode == 0, done.stdout + done.stderr
@@ -154,7 +147,7 @@ def test_json_is_identical_across_hash_seeds(tmp_path):
     outputs = set()
     for seed in ("0", "1", "12345"):
         done = run_kbsolve(["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1",
-                            "--timeout", "120", "--format", "json"],
+                            "--format", "json"],
                            env={**os.environ, "PYTHONHASHSEED": seed,
                                 "KBSOLVE_CACHE_DIR": str(tmp_path)})
         assert done.returncode == 0, done.stderr

@@ -71,7 +71,7 @@ def test_fp8_only_with_consent(kb):
     plain = solved({"gpus": "8xH100", "model": "qwen3-8b", "top": 0})
     assert plain.config["fp8"] is False
     fp8 = next(c for c in plain.explanation if c.option == "fp8")
-    assert fp8.kind == "forced" and "--allow fp8" in fp8.reasons[0].detail
+    assert fp8.kind == "default" and "--allow fp8" in fp8.reasons[0].detail
     allowed = api.solve({"gpus": "8xH100", "model": "qwen3-8b", "top": 0,
                          "allow": ["numerics"]}, kb)
     assert allowed.config["fp8"] is True  # FP8 is faster on Hopper: chosen once allowed

@@ -10,8 +10,7 @@ import pytest
 
 from cli_helpers import run_kbsolve
 
-QUERY = ["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--timeout", "300",
-         "--format", "json"]
+QUERY = ["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--format", "json"]
 
 
 @pytest.mark.slow

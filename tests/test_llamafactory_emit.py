@@ -62,7 +62,7 @@ REAL_KEYS = {
 
 def _emit(name: str, tmp_path: Path) -> dict[str, str]:
     gpus, model, pins = PLANS[name]
-    plan = solved({"gpus": gpus, "model": model, "set": pins, "top": 0, "timeout": 120})
+    plan = solved({"gpus": gpus, "model": model, "set": pins, "top": 0})
     assert plan.status in ("optimal", "feasible"), plan.status
     written = api.emit(plan, str(tmp_path), shipped_kb())
     return {Path(p).name: Path(p).read_text(encoding="utf-8") for p in written}

@@ -37,7 +37,7 @@ def test_branch_and_bound_meets_z3s_optimum(kb, fields):
     tie-break (options kept at their defaults) is exact here and greedy in Z3."""
     problem = _problem(kb, fields)
     ours = Search(problem).run()
-    theirs = solve_z3(problem, timeout_ms=600_000)
+    theirs = solve_z3(problem)
     assert ours.status == theirs.status == "optimal"
     mine, z3s = sort_key(ours.metrics), sort_key(theirs.metrics)
     assert mine[:-1] == z3s[:-1]
@@ -47,7 +47,7 @@ def test_branch_and_bound_meets_z3s_optimum(kb, fields):
 def test_node_budget_exhausted_falls_back_to_z3_with_the_same_optimum(kb):
     problem = _problem(kb, REAL[0])
     full = solve(problem)
-    short = solve(problem, timeout_ms=600_000, node_budget=20)
+    short = solve(problem, node_budget=20)
     assert full.search is not None and short.search is None  # the second was Z3's
     assert short.status == "optimal"
     assert sort_key(short.metrics)[:-1] == sort_key(full.metrics)[:-1]

@@ -60,7 +60,7 @@ def test_gaudi_is_listed(capsys):
 
 
 def test_gaudi_plans(gaudi_kb):
-    plan = api.solve({"gpus": "8xGaudi3", "model": "qwen3-8b", "timeout": 8}, gaudi_kb)
+    plan = api.solve({"gpus": "8xGaudi3", "model": "qwen3-8b"}, gaudi_kb)
     assert plan.status in ("optimal", "feasible")
     assert plan.memory.fits and plan.memory.headroom == pytest.approx(0.10)
 
