@@ -53,8 +53,9 @@ class SearchArguments(QueryArguments):
     objective: Literal["speed", "memory"] = Field("speed", description="the fastest plan, or "
                                                   "the smallest that fits")
     top: int = Field(2, ge=0, le=10, description="alternatives to show")
-    timeout: float = Field(10.0, ge=0.01, description="seconds for the solver; past it the "
-                           "best plan so far (exit 3)")
+    timeout: float | None = Field(None, ge=0.01, description="an outer guard in seconds "
+                                  "(none by default: the counted budgets bound the search); "
+                                  "past it the best plan so far, status timed_out (exit 3)")
     allow: list[str] = Field(default_factory=list, description="optins or groups the plan "
                              "may change (numerics, recipe, library; the `list optins` tool)")
 

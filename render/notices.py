@@ -4,10 +4,12 @@ from __future__ import annotations
 
 
 def emitted(result) -> str:
-    """--emit: the files written, and an earlier emit's files the plan no longer has."""
-    text = "\nWrote: " + ", ".join(result.written)
+    """--emit: the files written (a list, or an emit's result with the earlier emit's
+    files the plan no longer has)."""
+    removed = getattr(result, "removed", [])
+    text = "\nWrote: " + ", ".join(getattr(result, "written", result))
     return text + ("\nRemoved (an earlier --emit's, not in this plan): " +
-                   ", ".join(result.removed) if result.removed else "")
+                   ", ".join(removed) if removed else "")
 
 
 def written(written: dict[str, list[str]]) -> str:
