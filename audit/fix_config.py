@@ -14,7 +14,7 @@ from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.fix import apply_changes
 from kbsolve.audit.audit_data import config_value, reference_change
 from kbsolve.audit.mapping import plain, read_options
-from kbsolve.audit.model import AuditReport, Change, Fit
+from kbsolve.audit.model import AuditReport, Change, Fit, Written
 from kbsolve.audit.model_lookup import find_model
 from kbsolve.audit.read_project import read_project
 from kbsolve.audit.run import audit_project, hardware_for
@@ -50,6 +50,7 @@ class FixResult(BaseModel):
     suggestions: list[Suggested] = Field(default_factory=list)
     needs_allow: list[NeedsAllow] = Field(default_factory=list)
     written: list[str] = Field(default_factory=list)
+    backup: str = Field("", description="the original's copy (.bak, .bak.1, ...)")
     manual: list[str] = Field(default_factory=list, description="changes outside the config")
     after: Fit | None = None
     errors_after: list[str] = Field(default_factory=list)
@@ -107,7 +108,7 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
             written = config_value(kb, option, main_name, value)
             changes.append(Change(key=home, new=written[1] if written else None,
                                   removed=written is None))
-        result.written = apply_changes(path, changes)
+        result.written, result.backup = apply_changes(path, changes)
         again = audit_project(kb, str(path), gpus, allow=allow).units[0]
         result.after = again.fit
         result.errors_after = [f.message for f in again.errors]
@@ -136,7 +137,7 @@ def _shown(kb: KnowledgeBase, main_name: str, changes: dict[str, Any],
     return keys
 
 
-def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, list[str]]:
+def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, Written]:
     """Apply each config's recommended changes (`kbsolve audit --fix`)."""
     written = {}
     root = Path(report.path)
@@ -144,7 +145,7 @@ def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, list[str]]:
         if unit.kind != "config" or not unit.changes:
             continue
         target = root / unit.path if root.is_dir() else root
-        keys = apply_changes(target, unit.changes)
+        keys, backup = apply_changes(target, unit.changes)
         if keys:
-            written[posixpath.normpath(unit.path)] = keys
+            written[posixpath.normpath(unit.path)] = Written(keys=keys, backup=backup)
     return written

@@ -79,6 +79,12 @@ class Change(BaseModel):
     reason: str = ""
 
 
+class Written(BaseModel):
+    """What `--fix` or `fix --write` wrote into one file."""
+    keys: list[str]
+    backup: str = Field(description="the original's copy, beside the file (.bak, .bak.1, ...)")
+
+
 class PlanChange(BaseModel):
     key: str
     old: Any = None

@@ -37,8 +37,9 @@ def text(result: FixResult) -> str:
         return "\n".join(lines)
     if result.written:
         after = result.after
+        folder = result.config.rsplit("/", 1)[0] + "/" if "/" in result.config else ""
         lines.append(f"wrote {result.config} ({', '.join(result.written)}); the original is "
-                     f"{result.config}.bak; now {after.status}: {after.device_gib} GiB")
+                     f"{folder}{result.backup}; now {after.status}: {after.device_gib} GiB")
     for item in result.manual:
         lines.append(f"also set {item}")
     return "\n".join(lines)
