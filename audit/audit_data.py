@@ -10,8 +10,8 @@ from kbsolve.audit.mapping import FlatFile, plain, written_value
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
-from kbsolve.program.repo_files import (FILE_NAME, AuditData, MultiKey, RepoFile,  # noqa: F401
-                                        audit_data, repository_file)
+from kbsolve.program.repo_files import (FILE_NAME, AuditData, FixScope, MultiKey,  # noqa: F401
+                                        RepoFile, audit_data, repository_file)
 
 
 def as_file(kb: KnowledgeBase, framework: str, target: str, entry: RepoFile,
@@ -82,3 +82,17 @@ def reference_change(kb: KnowledgeBase, framework: str, main_name: str, option_k
                 all(after.get(k, kb.options[k].default) == v for k, v in entry.options.items()):
             return key, entry.path
     return None
+
+
+def outside_fix_scope(kb: KnowledgeBase, framework: str, values: dict[str, Any]) -> FixScope | None:
+    """The KB's `fix_scope` entry (audit.yaml) that the config's keys do not meet,
+    or None when `--fix` may write into it (a file the framework trains with)."""
+    for scope in audit_data(kb, framework).fix_scope:
+        if any(key in values for key in scope.refuses) or \
+                any(_as_written(values.get(k)) != _as_written(v) for k, v in scope.requires.items()):
+            return scope
+    return None
+
+
+def _as_written(value: Any) -> str:
+    return str(value).strip().lower() if value is not None else ""

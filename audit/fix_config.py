@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from kbsolve.audit.assess import build_context
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.fix import apply_changes
-from kbsolve.audit.audit_data import config_value, reference_change
+from kbsolve.audit.audit_data import config_value, outside_fix_scope, reference_change
 from kbsolve.audit.mapping import plain, read_options
 from kbsolve.audit.model import AuditReport, Change, Fit, Written
 from kbsolve.audit.model_lookup import find_model
@@ -68,9 +68,13 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
     unit = next((u for u in project.units if u.kind == "config" and u.rel == rel), None)
     if unit is None:
         raise KbError(Diagnostic(f"{config}: not a training config of a framework kbsolve knows"))
+    main_name = next(f.name for f in kb.frameworks[unit.framework].files if f.kind == "yaml")
+    scope = outside_fix_scope(kb, unit.framework, unit.files[main_name].values)
+    if scope is not None:
+        raise KbError(Diagnostic(f"{config}: not a training config by its keys, so kbsolve fix "
+                                 f"changes nothing in it ({scope.because})"))
     reading = read_options(kb, unit.framework, unit.files)
     hardware = hardware_for(kb, unit, reading, from_flag(kb, gpus) if gpus else None)
-    main_name = next(f.name for f in kb.frameworks[unit.framework].files if f.kind == "yaml")
     ctx = build_context(kb, unit.framework, reading.values, hardware,
                         find_model(kb, unit.files[main_name].values))
     before, _ = fit_check(ctx)

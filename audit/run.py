@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
+from kbsolve.audit.audit_data import outside_fix_scope
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
@@ -116,6 +117,13 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
         else None
     out.checks = judge_config(ctx)
+    scope = outside_fix_scope(kb, unit.framework, main.values)
+    if scope is not None:  # an inference, export or v1 file: no training advice, no edit
+        out.notes.append(f"not a training config by its keys: nothing is recommended or "
+                         f"written ({scope.because})")
+        for result in out.checks:
+            if result.status == "recommended":
+                result.status, result.reason = "not_applicable", "not a training config"
     out.needs_allow = weigh(ctx, out.checks, estimator)
     others = {c.id for c in code_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
@@ -134,7 +142,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
-    out.changes = changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
+    out.changes = [] if scope is not None else \
+        changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
     out.changes_proven = bool(out.changes) and sound(
         ctx, chosen, must_fit=out.fit.status == "fits", consent=False)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)

@@ -65,11 +65,22 @@ class MultiKey:
     source: str
 
 
+@dataclass(frozen=True)
+class FixScope:
+    """What a config's keys must show for `--fix` to write into it: `requires`
+    (raw key -> value as written) all present, none of `refuses` present."""
+    requires: dict[str, Any]
+    refuses: tuple[str, ...]
+    because: str
+    source: str
+
+
 @dataclass
 class AuditData:
     repository_files: list[RepoFile] = field(default_factory=list)
     keys: list[MultiKey] = field(default_factory=list)
     shape: dict[str, str] = field(default_factory=dict)  # fact path -> option key
+    fix_scope: list[FixScope] = field(default_factory=list)
     where: str = ""
 
 
@@ -126,6 +137,15 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         at = ("shape", i)
         _need(entry, ("fact", "option", "because", "source"), fail, at)
         out.shape[str(entry["fact"])] = _option(kb, framework, entry["option"], fail, at)
+    for i, entry in enumerate(data.get("fix_scope") or []):
+        at = ("fix_scope", i)
+        _need(entry, ("because", "source"), fail, at)
+        requires, refuses = entry.get("requires") or {}, entry.get("refuses") or []
+        if not isinstance(requires, dict) or not isinstance(refuses, list) or \
+                not (requires or refuses):
+            raise fail("an entry needs requires (a mapping) or refuses (a list)", at)
+        out.fix_scope.append(FixScope(dict(requires), tuple(str(k) for k in refuses),
+                                      str(entry["because"]), str(entry["source"])))
     return out
 
 

@@ -1,0 +1,51 @@
+"""Fixes that never hurt: --fix writes only into files the framework trains with
+(LlamaFactory's own inference, merge, predict and v1 examples stay as they are),
+and never changes the recipe, adds memory to a config that does not fit, or
+names a file that is not there."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from kbsolve import api
+from audit_helpers import run_cli
+from plans import shipped_kb
+from shared_data import shared_dir
+
+NOT_TRAINING = ("examples/inference/qwen3_lora_sft.yaml", "examples/merge_lora/qwen3_lora_sft.yaml",
+                "examples/extras/nlg_eval/llama3_lora_predict.yaml",
+                "examples/v1/train_full/train_full_fsdp2.yaml")
+TRAINING = "examples/train_lora/qwen3_lora_sft.yaml"
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return shipped_kb()
+
+
+@pytest.fixture()
+def examples(tmp_path):
+    source = shared_dir("examples") / "llamafactory"
+    for rel in NOT_TRAINING + (TRAINING,):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_fix_writes_only_into_training_configs(kb, examples):
+    before = {rel: (examples / rel).read_bytes() for rel in NOT_TRAINING}
+    report, written = api.audit(str(examples), "8xH100", kb=kb, fix=True)
+    assert set(written) <= {TRAINING}
+    assert {rel: (examples / rel).read_bytes() for rel in NOT_TRAINING} == before
+    for u in report.units:
+        if u.path in NOT_TRAINING:
+            assert u.changes == [] and not any(u.recommendations.values())
+            assert any("not a training config" in n for n in u.notes)
+
+
+def test_fix_symptom_refuses_an_inference_config(examples, capsys):
+    code, _, err = run_cli(capsys, "fix", str(examples / NOT_TRAINING[0]), "--symptom", "oom",
+                           "--gpus", "1xH100")
+    assert code == 2 and "not a training config" in err and len(err.strip().splitlines()) == 1
