@@ -25,6 +25,8 @@ class CheckResult(BaseModel):
     source: str = ""
     effect: str = Field("", description="by the estimate on this config: memory, speed")
     note: str = Field("", description="why the priority differs from the KB's")
+    tip: bool = Field(False, description="recommended by the KB, but no estimate of this "
+                      "config backs it: listed in one line, never written by --fix")
 
 
 class CategoryScore(BaseModel):

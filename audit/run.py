@@ -135,8 +135,11 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     out.silent = ([] if rejected else key_found) + \
         find.value_findings(ctx, reading, unit.files, main_name)
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
-    fixes = repair(ctx, [f.id for f in out.errors if f.kind == "rule"])
-    chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes)
+    broken = [f.id for f in out.errors if f.kind == "rule"]
+    fixes = repair(ctx, broken, estimator)
+    if broken and not fixes:  # a repair that changes what the user chose: named, not written
+        _withheld_repair(out, ctx, broken, repair(ctx, broken, estimator, consent=False))
+    chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes, est=estimator)
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
     for r in ordered:
@@ -145,7 +148,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     out.changes = [] if scope is not None else \
         changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
     out.changes_proven = bool(out.changes) and sound(
-        ctx, chosen, must_fit=out.fit.status == "fits", consent=False)
+        ctx, chosen, must_fit=out.fit.status == "fits", consent=False, est=estimator)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
     if with_plan:
         from kbsolve.audit.best_plan import best_plan  # loads the Z3 solver
@@ -164,6 +167,21 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
         out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
                          f"is not a value kbsolve knows; judged at the default")
     return out, hardware
+
+
+def _withheld_repair(out: UnitReport, ctx: Context, broken: list[str], found: dict) -> None:
+    if not found:
+        return
+    from kbsolve.audit.consent import describe, needing_consent
+    names = ", ".join(sorted({o.name for o in needing_consent(ctx, found)}))
+    settings = ", ".join(f"{k.split('.', 1)[1]}: {_text(plain(v))}" for k, v in found.items())
+    out.notes.append(f"{', '.join(broken)}: repaired by {settings}, which changes "
+                     f"{describe(needing_consent(ctx, found))}; pass --allow {names} to "
+                     f"have --fix write it")
+
+
+def _text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, model) -> dict:

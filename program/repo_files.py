@@ -75,12 +75,22 @@ class FixScope:
     source: str
 
 
+@dataclass(frozen=True)
+class Threshold:
+    """The least gain, by the estimate, for which the audit recommends a change."""
+    memory_gib: Fraction
+    speed_pct: Fraction
+    because: str
+    source: str
+
+
 @dataclass
 class AuditData:
     repository_files: list[RepoFile] = field(default_factory=list)
     keys: list[MultiKey] = field(default_factory=list)
     shape: dict[str, str] = field(default_factory=dict)  # fact path -> option key
     fix_scope: list[FixScope] = field(default_factory=list)
+    threshold: Threshold | None = None
     where: str = ""
 
 
@@ -146,6 +156,17 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
             raise fail("an entry needs requires (a mapping) or refuses (a list)", at)
         out.fix_scope.append(FixScope(dict(requires), tuple(str(k) for k in refuses),
                                       str(entry["because"]), str(entry["source"])))
+    entry = data.get("advice_threshold")
+    if entry is not None:
+        at = ("advice_threshold",)
+        _need(entry, ("because", "source"), fail, at)
+        try:
+            memory, speed = Fraction(str(entry["memory_gib"])), Fraction(str(entry["speed_pct"]))
+        except (KeyError, ValueError, ZeroDivisionError):
+            raise fail("advice_threshold needs memory_gib and speed_pct, numbers", at) from None
+        if memory < 0 or speed < 0:
+            raise fail("advice_threshold: memory_gib and speed_pct are at least 0", at)
+        out.threshold = Threshold(memory, speed, str(entry["because"]), str(entry["source"]))
     return out
 
 

@@ -49,3 +49,37 @@ def test_fix_symptom_refuses_an_inference_config(examples, capsys):
     code, _, err = run_cli(capsys, "fix", str(examples / NOT_TRAINING[0]), "--symptom", "oom",
                            "--gpus", "1xH100")
     assert code == 2 and "not a training config" in err and len(err.strip().splitlines()) == 1
+
+
+LORA_Z3 = """model_name_or_path: {model}
+stage: sft
+do_train: true
+finetuning_type: {method}
+deepspeed: examples/deepspeed/ds_z3_config.json
+dataset: alpaca_en_demo
+template: qwen
+cutoff_len: 16384
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 2
+bf16: true
+output_dir: saves/x
+"""
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen2.5-72B-Instruct", "my-org/in-house-72b"],
+                         ids=["catalog", "unknown"])
+def test_no_fix_changes_the_batch_or_leaves_zero3(kb, tmp_path, model):
+    # a 72B LoRA under ZeRO-3 that does not fit 8 A100-40G: ZeRO-2 would not shard the
+    # frozen weights, and accumulation 2 -> 8 would change the recipe's global batch;
+    # with the model unknown there is no estimate, so nothing is written at all
+    for method in ("lora", "full"):
+        config = tmp_path / method / "train.yaml"
+        config.parent.mkdir()
+        config.write_text(LORA_Z3.format(model=model, method=method))
+        report, _ = api.audit(str(config), "8xA100-40G-SXM", kb=kb)
+        changes = {c.key: c.new for c in report.units[0].changes}
+        assert "deepspeed" not in changes and "gradient_accumulation_steps" not in changes
+        assert "per_device_train_batch_size" not in changes
+        if model.startswith("my-org"):
+            assert changes == {} and not any(report.units[0].recommendations.values())
+            assert {r.id for r in report.units[0].checks if r.tip}  # one line of tips
