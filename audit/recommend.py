@@ -8,9 +8,9 @@ from itertools import combinations
 from typing import Any
 
 from kbsolve.audit.assess import Context, options_needed
+from kbsolve.audit.audit_data import audit_data, config_value, reference_change
 from kbsolve.audit.consent import needing_consent
 from kbsolve.audit.effects import Estimator
-from kbsolve.audit.audit_data import config_value, reference_change
 from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.model import Change, CheckResult, Finding
 from kbsolve.diagnostics import KbError
@@ -26,7 +26,7 @@ def sound(ctx: Context, changes: dict[str, Any], must_fit: bool,
     config's, nothing the user did not allow is changed (optins,
     audit/consent.py), a config that fits still fits (when asked) and one that
     does not fit needs no more memory (by the estimate `est`, when there is one)."""
-    if ctx.broken_after(changes) or not keeps_batch(ctx, changes):
+    if _newly_broken(ctx, changes) or not keeps_batch(ctx, changes):
         return False
     if consent and needing_consent(ctx, changes):
         return False
@@ -39,6 +39,14 @@ def sound(ctx: Context, changes: dict[str, Any], must_fit: bool,
         problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
         return measure(problem, ctx.with_changes(changes)).fits
     return True
+
+
+def _newly_broken(ctx: Context, changes: dict[str, Any]) -> list:
+    """The rules broken after `changes`, less the framework's advice that the
+    config already breaks (a warning of the user's, which holds back no fix)."""
+    advice = audit_data(ctx.kb, ctx.framework).advice_rules
+    before = {r.id for r in ctx.broken_after({})} if advice else set()
+    return [r for r in ctx.broken_after(changes) if not (r.id in advice and r.id in before)]
 
 
 def keeps_batch(ctx: Context, changes: dict[str, Any]) -> bool:

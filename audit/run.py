@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
-from kbsolve.audit.audit_data import outside_fix_scope
+from kbsolve.audit.audit_data import audit_data, outside_fix_scope
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
@@ -131,9 +131,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
                                                     reading)
     rejected = fw.unknown_keys == "error"
-    out.errors = find.rule_errors(ctx, reading, unit.files) + (key_found if rejected else [])
+    broken, advised = _advice_apart(kb, unit.framework, find.rule_errors(ctx, reading, unit.files))
+    out.errors = broken + (key_found if rejected else [])
     out.silent = ([] if rejected else key_found) + \
-        find.value_findings(ctx, reading, unit.files, main_name)
+        find.value_findings(ctx, reading, unit.files, main_name) + advised
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
     fixes = repair(ctx, broken, estimator)
@@ -167,6 +168,17 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
         out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
                          f"is not a value kbsolve knows; judged at the default")
     return out, hardware
+
+
+def _advice_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
+    """Broken rules that the framework enforces (errors), and those that are only
+    its advice (audit.yaml advice_rules): warnings."""
+    advice = audit_data(kb, framework).advice_rules
+    errors = [f for f in found if f.id not in advice]
+    warned = [f.model_copy(update={"kind": "warning", "message": f"{f.message}: the framework's "
+                                   f"advice, not enforced ({advice[f.id]})"})
+              for f in found if f.id in advice]
+    return errors, warned
 
 
 def _withheld_repair(out: UnitReport, ctx: Context, broken: list[str], found: dict) -> None:

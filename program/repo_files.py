@@ -91,6 +91,7 @@ class AuditData:
     shape: dict[str, str] = field(default_factory=dict)  # fact path -> option key
     fix_scope: list[FixScope] = field(default_factory=list)
     threshold: Threshold | None = None
+    advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
     where: str = ""
 
 
@@ -156,6 +157,12 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
             raise fail("an entry needs requires (a mapping) or refuses (a list)", at)
         out.fix_scope.append(FixScope(dict(requires), tuple(str(k) for k in refuses),
                                       str(entry["because"]), str(entry["source"])))
+    for i, entry in enumerate(data.get("advice_rules") or []):
+        at = ("advice_rules", i)
+        _need(entry, ("rule", "because", "source"), fail, at)
+        if f"{framework}.{entry['rule']}" not in kb.rules:
+            raise fail(f"'{entry['rule']}' is not a rule of {framework}", at)
+        out.advice_rules[str(entry["rule"])] = str(entry["because"])
     entry = data.get("advice_threshold")
     if entry is not None:
         at = ("advice_threshold",)
