@@ -15,9 +15,11 @@ from kbsolve.program.repo_files import (FILE_NAME, AuditData, FixScope, MultiKey
 
 
 def as_file(kb: KnowledgeBase, framework: str, target: str, entry: RepoFile,
-            rel: str) -> FlatFile:
+            rel: str, facts: dict[str, Any] | None = None) -> FlatFile:
     """The keys the entry's option values write into `target` (their emits and the
-    top-level emits they decide), plus its settings: what `--emit` would write."""
+    top-level emits they decide), plus its settings: what `--emit` would write.
+    A value that needs a fact (the model's bucket sizes) is None unless `facts`
+    has it."""
     values: dict[str, Any] = dict(entry.settings)
     for key, value in entry.options.items():
         for emit in kb.options[key].emits:
@@ -28,7 +30,7 @@ def as_file(kb: KnowledgeBase, framework: str, target: str, entry: RepoFile,
                     values[emit.key] = plain(out)
     defaults = {o.key: o.default for o in kb.options_of(framework)}
     assignment = {**defaults, **entry.options}
-    evaluator = Evaluator(kb, framework, {})
+    evaluator = Evaluator(kb, framework, facts or {})
     from kbsolve.dsl.ir import options_used
     for static in kb.emits:
         if static.framework != framework or static.target != target or static.when is None \

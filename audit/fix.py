@@ -15,10 +15,11 @@ from kbsolve.audit.model import Change
 from kbsolve.diagnostics import Diagnostic, KbError
 
 
-def apply_changes(path: Path, changes: list[Change]) -> tuple[list[str], str]:
-    """Edit the file in place; returns the keys changed and the backup's name
-    ('' when nothing was written). Keys of other files (`file:key`) are left for
-    the user and not returned."""
+def apply_changes(path: Path, changes: list[Change]) -> tuple[list[str], str, list[str]]:
+    """Edit the file in place; returns the keys changed, the backup's name ('' when
+    nothing was written) and the new files written beside it (a change's
+    `new_file`). Keys of other files (`file:key`) are left for the user and not
+    returned."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
     yaml = YAML(typ="rt")
@@ -41,12 +42,34 @@ def apply_changes(path: Path, changes: list[Change]) -> tuple[list[str], str]:
         else:
             _set(data, parts, change.new)
             done.append(change.key)
-    backup = ""
+    backup, created = "", []
     if done:
+        for change in changes:
+            if change.new_file and change.key in done:
+                created += _create(path.parent / change.new_file, change.content)
         out = io.StringIO()
         yaml.dump(data, out)
         backup = write_atomic(path, out.getvalue())
-    return done, backup
+    return done, backup, created
+
+
+def _create(target: Path, text: str) -> list[str]:
+    """Write a new file; one that holds the same text is left as it is, any other
+    is never overwritten (exit 2)."""
+    try:
+        with open(target, "x", encoding="utf-8") as out:
+            out.write(text)
+        return [target.name]
+    except FileExistsError:
+        try:
+            if target.read_text(encoding="utf-8") == text:
+                return []
+        except (OSError, UnicodeDecodeError):
+            pass
+        raise KbError(Diagnostic(f"{target}: exists with other content; not overwritten, "
+                                 f"nothing written")) from None
+    except OSError as error:
+        raise KbError(Diagnostic(f"{target}: cannot write ({error.strerror or error})")) from None
 
 
 def _set(data: Any, parts: list[str], value: Any) -> None:

@@ -16,6 +16,7 @@ from kbsolve.audit.audit_data import config_value, outside_fix_scope, reference_
 from kbsolve.audit.mapping import plain, read_options
 from kbsolve.audit.model import AuditReport, Change, Fit, Written
 from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_project import read_project
 from kbsolve.audit.run import audit_project, hardware_for
 from kbsolve.audit.fit import fit_check
@@ -51,6 +52,7 @@ class FixResult(BaseModel):
     needs_allow: list[NeedsAllow] = Field(default_factory=list)
     written: list[str] = Field(default_factory=list)
     backup: str = Field("", description="the original's copy (.bak, .bak.1, ...)")
+    created: list[str] = Field(default_factory=list, description="new files beside it")
     manual: list[str] = Field(default_factory=list, description="changes outside the config")
     after: Fit | None = None
     errors_after: list[str] = Field(default_factory=list)
@@ -112,7 +114,8 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
             written = config_value(kb, option, main_name, value)
             changes.append(Change(key=home, new=written[1] if written else None,
                                   removed=written is None))
-        result.written, result.backup = apply_changes(path, changes)
+        changes = ground_paths(ctx, main_name, changes, path.resolve().parent, path.resolve())
+        result.written, result.backup, result.created = apply_changes(path, changes)
         again = audit_project(kb, str(path), gpus, allow=allow).units[0]
         result.after = again.fit
         result.errors_after = [f.message for f in again.errors]
@@ -149,7 +152,8 @@ def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, Written]:
         if unit.kind != "config" or not unit.changes:
             continue
         target = root / unit.path if root.is_dir() else root
-        keys, backup = apply_changes(target, unit.changes)
+        keys, backup, created = apply_changes(target, unit.changes)
         if keys:
-            written[posixpath.normpath(unit.path)] = Written(keys=keys, backup=backup)
+            written[posixpath.normpath(unit.path)] = Written(keys=keys, backup=backup,
+                                                             created=created)
     return written

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
 from kbsolve.audit.audit_data import audit_data, outside_fix_scope
@@ -14,6 +16,7 @@ from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, jud
 from kbsolve.audit.mapping import Reading, plain, read_options
 from kbsolve.audit.model import AuditReport, UnitReport
 from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_project import Unit, read_project
 from kbsolve.audit.recommend import changes, choose, repair, sound
 from kbsolve.audit.score import by_priority, score
@@ -50,7 +53,8 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
         else:
-            report.units.append(_config_report(kb, unit, fixed, with_plan, allow)[0])
+            report.units.append(_config_report(kb, unit, fixed, with_plan, allow,
+                                               project.root)[0])
     shared = fixed or nvidia_smi(kb)
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
@@ -98,7 +102,7 @@ def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hard
 
 
 def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False,
-                   allow: tuple[str, ...] = ()) -> tuple[UnitReport, Hardware]:
+                   allow: tuple[str, ...] = (), root=None) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     main = unit.files[main_name]
@@ -148,6 +152,9 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
     out.changes = [] if scope is not None else \
         changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
+    if root is not None and out.changes:  # paths from where the run starts: the root
+        out.changes = ground_paths(ctx, main_name, out.changes, Path(root),
+                                   Path(root) / unit.rel)
     out.changes_proven = bool(out.changes) and sound(
         ctx, chosen, must_fit=out.fit.status == "fits", consent=False, est=estimator)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)

@@ -39,7 +39,8 @@ def text(result: FixResult) -> str:
         after = result.after
         folder = result.config.rsplit("/", 1)[0] + "/" if "/" in result.config else ""
         lines.append(f"wrote {result.config} ({', '.join(result.written)}); the original is "
-                     f"{folder}{result.backup}; now {after.status}: {after.device_gib} GiB")
+                     f"{folder}{result.backup}; now {after.status}: {after.device_gib} GiB"
+                     + "".join(f"; new file {folder}{name}" for name in result.created))
     for item in result.manual:
         lines.append(f"also set {item}")
     return "\n".join(lines)

@@ -10,7 +10,9 @@ def emitted(paths: list[str]) -> str:
 def written(written: dict) -> str:
     """{config: Written}: the keys written and the backup that holds the original."""
     return "\n".join(f"wrote {config} ({', '.join(done.keys)}); the original is "
-                     f"{_beside(config, done.backup)}" for config, done in written.items())
+                     f"{_beside(config, done.backup)}"
+                     + "".join(f"; new file {_beside(config, name)}" for name in done.created)
+                     for config, done in written.items())
 
 
 def _beside(config: str, backup: str) -> str:

@@ -197,8 +197,11 @@ def test_flow_factory_lists_repo_files_and_training_shape(tmp_path, kb):
     assert "R19_FRAMES" not in errors  # eval.num_frames 42 is not the training shape
     assert "R19_SIZE" not in errors
     assert "train.resolution" not in unit.unknown_keys
-    repair = {c.key: c.new for c in unit.changes}  # another of Flow-Factory's own files
-    assert repair.get("config_file", "").startswith("config/accelerate_configs/")
+    # another of Flow-Factory's own files (config/accelerate_configs/...), which the
+    # project lacks: written beside the config, and named from where the run starts
+    repair = {c.key: c for c in unit.changes}
+    assert repair["config_file"].new == repair["config_file"].new_file == "multi_gpu.yaml"
+    assert "distributed_type" in repair["config_file"].content
     (project / "train.yaml").write_text(WAN22.format(height=385))
     odd = api.audit(str(project), "8xH200", kb=kb)[0].units[0]
     assert "R19_SIZE" in {f.id for f in odd.errors}  # train.resolution is read

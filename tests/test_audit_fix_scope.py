@@ -83,3 +83,25 @@ def test_no_fix_changes_the_batch_or_leaves_zero3(kb, tmp_path, model):
         if model.startswith("my-org"):
             assert changes == {} and not any(report.units[0].recommendations.values())
             assert {r.id for r in report.units[0].checks if r.tip}  # one line of tips
+
+
+def test_a_fix_names_only_files_that_exist_where_the_run_starts(kb, tmp_path):
+    # lf_project runs from its root and has no examples/deepspeed/: the ZeRO-3 fix of
+    # oom.yaml writes its DeepSpeed JSON beside the config and names that file
+    from audit_helpers import PROJECTS
+    project = tmp_path / "lf"
+    shutil.copytree(PROJECTS / "lf_project", project)
+    report, written = api.audit(str(project), "8xH100", kb=kb, fix=True)
+    after = {line.split(":", 1)[0]: line.split(":", 1)[1].strip()
+             for line in (project / "configs" / "oom.yaml").read_text().splitlines()
+             if ":" in line and not line.startswith("#")}
+    assert after["deepspeed"] == "configs/ds_z3_config.json"
+    assert (project / after["deepspeed"]).is_file()
+    assert written["configs/oom.yaml"].created == ["ds_z3_config.json"]
+    again = next(u for u in report.units if u.path.endswith("oom.yaml"))
+    assert again.files["deepspeed"] == "configs/ds_z3_config.json"
+    assert {r.id: r.status for r in again.checks}["D_ZERO3"] == "enabled"
+    for u in report.units:  # no change anywhere names a path that is not there
+        for c in u.changes:
+            if isinstance(c.new, str) and c.new.endswith((".json", ".yaml")):
+                assert (project / c.new).is_file() or c.new_file, c
