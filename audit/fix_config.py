@@ -21,7 +21,7 @@ from kbsolve.audit.read_project import read_project
 from kbsolve.audit.run import audit_project, hardware_for
 from kbsolve.audit.fit import fit_check
 from kbsolve.audit.hardware import from_flag
-from kbsolve.audit.symptom import suggest
+from kbsolve.audit.symptom import RECIPE_GROUP, suggest
 from kbsolve.audit.walk import walk
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import KnowledgeBase
@@ -34,6 +34,7 @@ class Suggested(BaseModel):
     speed_delta_pct: float
     saved_gib: float = Field(0.0, description="peak device memory saved; + is less")
     reasons: list[str]
+    fits: bool = Field(True, description="the config fits after it (oom: it cures the OOM)")
 
 
 class NeedsAllow(BaseModel):
@@ -83,7 +84,8 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
     if before.status == "undecided":
         raise KbError(Diagnostic(f"{config}: cannot judge memory and speed ({before.reason}); "
                                  f"give --gpus and use a model from the catalog"))
-    _, found, held = suggest(ctx, symptom, allowed_keys(kb, unit.framework, allow))
+    _, found, held = suggest(ctx, symptom, allowed_keys(kb, unit.framework, allow),
+                             recipe_allowed=RECIPE_GROUP in allow)
     result = FixResult(config=str(path), symptom=symptom, framework=unit.framework,
                        before=before)
     for s in found:
@@ -91,7 +93,8 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
                                             device_gib=s.device_gib,
                                             budget_gib=s.budget_gib,
                                             speed_delta_pct=s.speed_delta_pct,
-                                            saved_gib=s.saved_gib, reasons=s.reasons))
+                                            saved_gib=s.saved_gib, reasons=s.reasons,
+                                            fits=s.fits))
     for h in held:
         result.needs_allow.append(NeedsAllow(changes=_shown(kb, main_name, h.changes, ctx),
                                              allow=h.needs, effect=h.summary))
