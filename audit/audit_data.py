@@ -98,3 +98,14 @@ def outside_fix_scope(kb: KnowledgeBase, framework: str, values: dict[str, Any])
 
 def _as_written(value: Any) -> str:
     return str(value).strip().lower() if value is not None else ""
+
+
+def advice_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
+    """Rule findings the framework enforces (errors), and those of rules that are
+    only its advice (audit.yaml advice_rules), as warnings."""
+    advice = audit_data(kb, framework).advice_rules
+    errors = [f for f in found if f.id not in advice]
+    warned = [f.model_copy(update={"kind": "warning", "message": f"{f.message}: the framework's "
+                                   f"advice, not enforced ({advice[f.id]})"})
+              for f in found if f.id in advice]
+    return errors, warned

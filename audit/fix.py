@@ -24,6 +24,7 @@ def apply_changes(path: Path, changes: list[Change]) -> tuple[list[str], str, li
     from ruamel.yaml.error import YAMLError
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
+    yaml.representer.add_representer(float, _float)
     try:
         text = path.read_text(encoding="utf-8")
         data = yaml.load(text)
@@ -70,6 +71,17 @@ def _create(target: Path, text: str) -> list[str]:
                                  f"nothing written")) from None
     except OSError as error:
         raise KbError(Diagnostic(f"{target}: cannot write ({error.strerror or error})")) from None
+
+
+def _float(representer, value: float):
+    """A float as YAML 1.1 reads it back as a float: PyYAML, which the frameworks
+    load configs with, takes `1e-05` for a string (its float needs a dot), so the
+    mantissa gets one: `1.0e-05`."""
+    text = repr(value)
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return representer.represent_scalar("tag:yaml.org,2002:float", text)
 
 
 def _set(data: Any, parts: list[str], value: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kbsolve.audit.assess import Context, options_needed
 from kbsolve.audit.audit_data import audit_data, config_value, reference_change
-from kbsolve.audit.consent import needing_consent
+from kbsolve.audit.consent import describe, needing_consent
 from kbsolve.audit.effects import Estimator
 from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.model import Change, CheckResult, Finding
@@ -85,6 +85,20 @@ def repair(ctx: Context, broken: list[str], est: Estimator | None = None,
         if a.keys() != b.keys() and sound(ctx, {**a, **b}, False, consent, est):
             return {**a, **b}
     return {}
+
+
+def repair_note(ctx: Context, broken: list[str], found: dict[str, Any]) -> list[str]:
+    """The repair that needs consent, named with the --allow that admits it."""
+    if not found:
+        return []
+    consent = needing_consent(ctx, found)
+    settings = ", ".join(f"{k.split('.', 1)[1]}: {_text(plain(v))}" for k, v in found.items())
+    return [f"{', '.join(broken)}: repaired by {settings}, which changes {describe(consent)}; "
+            f"pass --allow {', '.join(sorted({o.name for o in consent}))} to have --fix write it"]
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
-from kbsolve.audit.audit_data import audit_data, outside_fix_scope
+from kbsolve.audit.audit_data import advice_apart, outside_fix_scope
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
@@ -18,7 +18,7 @@ from kbsolve.audit.model import AuditReport, UnitReport
 from kbsolve.audit.model_lookup import find_model
 from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_project import Unit, read_project
-from kbsolve.audit.recommend import changes, choose, repair, sound
+from kbsolve.audit.recommend import changes, choose, repair, repair_note, sound
 from kbsolve.audit.score import by_priority, score
 from kbsolve.audit.verdicts import weigh
 from kbsolve.audit.walk import walk
@@ -135,15 +135,16 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
                                                     reading)
     rejected = fw.unknown_keys == "error"
-    broken, advised = _advice_apart(kb, unit.framework, find.rule_errors(ctx, reading, unit.files))
-    out.errors = broken + (key_found if rejected else [])
+    enforced, advised = advice_apart(kb, unit.framework,
+                                     find.rule_errors(ctx, reading, unit.files))
+    out.errors = enforced + (key_found if rejected else [])
     out.silent = ([] if rejected else key_found) + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
     fixes = repair(ctx, broken, estimator)
     if broken and not fixes:  # a repair that changes what the user chose: named, not written
-        _withheld_repair(out, ctx, broken, repair(ctx, broken, estimator, consent=False))
+        out.notes += repair_note(ctx, broken, repair(ctx, broken, estimator, consent=False))
     chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes, est=estimator)
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
@@ -175,32 +176,6 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
         out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
                          f"is not a value kbsolve knows; judged at the default")
     return out, hardware
-
-
-def _advice_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
-    """Broken rules that the framework enforces (errors), and those that are only
-    its advice (audit.yaml advice_rules): warnings."""
-    advice = audit_data(kb, framework).advice_rules
-    errors = [f for f in found if f.id not in advice]
-    warned = [f.model_copy(update={"kind": "warning", "message": f"{f.message}: the framework's "
-                                   f"advice, not enforced ({advice[f.id]})"})
-              for f in found if f.id in advice]
-    return errors, warned
-
-
-def _withheld_repair(out: UnitReport, ctx: Context, broken: list[str], found: dict) -> None:
-    if not found:
-        return
-    from kbsolve.audit.consent import describe, needing_consent
-    names = ", ".join(sorted({o.name for o in needing_consent(ctx, found)}))
-    settings = ", ".join(f"{k.split('.', 1)[1]}: {_text(plain(v))}" for k, v in found.items())
-    out.notes.append(f"{', '.join(broken)}: repaired by {settings}, which changes "
-                     f"{describe(needing_consent(ctx, found))}; pass --allow {names} to "
-                     f"have --fix write it")
-
-
-def _text(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, model) -> dict:

@@ -24,6 +24,7 @@ from itertools import combinations
 from typing import Any
 
 from kbsolve.audit.assess import Context, facts_needed, needs
+from kbsolve.audit.audit_data import audit_data
 from kbsolve.audit.consent import describe
 from kbsolve.audit.effects import Effect, Estimator
 from kbsolve.diagnostics import KbError
@@ -88,13 +89,18 @@ def suggest(ctx: Context, symptom: str, allowed: frozenset[str] = frozenset(),
 
 
 def _recipe_cures(est: Estimator) -> list[Effect]:
-    """For each KB warning the config fires, the recipe options it reads (not the
-    search's: an option whose `from` reads no fact, the shipped example's value)
-    moved to that value, one at a time and together, where the warning then stops
-    and nothing else breaks."""
+    """The recipe's own values (an option's `from` that reads no fact: the shipped
+    example's) for the recipe options the KB's audit data limits (audit.yaml
+    recipe_limits) when the config exceeds the limit, then for each KB warning the
+    config fires, the recipe options it reads moved to that value, one at a time
+    and together, where the warning then stops; nothing else may break."""
     ctx, kb = est.ctx, est.ctx.kb
     evaluator = Evaluator(kb, ctx.framework, ctx.facts)
     found = []
+    for limit in over_limits(est):
+        effect = est.effect({limit.option: _example(evaluator, kb, ctx, limit.option)})
+        if not effect.broken and _fits_as_before(est, effect):
+            found.append(effect)
     for key in est.base.warnings:
         warning = kb.warnings.get(key)
         if warning is None:
@@ -252,6 +258,9 @@ def _reasons(ctx: Context, est: Estimator, e: Effect, symptom: str) -> list[str]
         return told[:2] or ["a faster step by the KB's speed model"]
     stopped = [kb.warnings[w] for w in base.warnings if w not in m.warnings and w in kb.warnings]
     told = [f"warning {w.id} stops: {w.meta.because} ({w.meta.source})" for w in stopped]
+    told += [f"{limit.option.split('.', 1)[1]} was above {float(limit.above):g}x the shipped "
+             f"example's: {limit.because} ({limit.source})"
+             for limit in over_limits(est) if limit.option in e.changes]
     for key, value in e.changes.items():
         option = kb.options[key]
         if key not in est.problem.choices and option.source_expr is not None:
@@ -262,6 +271,26 @@ def _reasons(ctx: Context, est: Estimator, e: Effect, symptom: str) -> list[str]
               if ctx.run(p.expr, after) != ctx.run(p.expr)]
     return told + [f"preference {p.id}: {p.meta.because}" for p in gained[:3]] or \
         ["more of the KB's preferences hold"]
+
+
+def over_limits(est: Estimator) -> list:
+    """The KB's recipe limits the config's values exceed."""
+    ctx = est.ctx
+    evaluator = Evaluator(ctx.kb, ctx.framework, ctx.facts)
+    out = []
+    for limit in audit_data(ctx.kb, ctx.framework).recipe_limits:
+        example = _example(evaluator, ctx.kb, ctx, limit.option)
+        value = ctx.assignment.get(limit.option)
+        if example is not None and value is not None and value > limit.above * example:
+            out.append(limit)
+    return out
+
+
+def _example(evaluator: Evaluator, kb, ctx: Context, key: str) -> Any:
+    try:
+        return evaluator.run(kb.options[key].source_expr, ctx.assignment)
+    except KbError:
+        return None
 
 
 def _example_source(ctx: Context, option, value: Any) -> str:

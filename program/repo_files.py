@@ -84,6 +84,16 @@ class Threshold:
     source: str
 
 
+@dataclass(frozen=True)
+class RecipeLimit:
+    """A recipe option whose value above `above` times the shipped example's (its
+    `from`) is a stability risk (`kbsolve fix --symptom unstable`)."""
+    option: str  # option key
+    above: Fraction
+    because: str
+    source: str
+
+
 @dataclass
 class AuditData:
     repository_files: list[RepoFile] = field(default_factory=list)
@@ -92,6 +102,7 @@ class AuditData:
     fix_scope: list[FixScope] = field(default_factory=list)
     threshold: Threshold | None = None
     advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
+    recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
 
@@ -163,6 +174,18 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         if f"{framework}.{entry['rule']}" not in kb.rules:
             raise fail(f"'{entry['rule']}' is not a rule of {framework}", at)
         out.advice_rules[str(entry["rule"])] = str(entry["because"])
+    for i, entry in enumerate(data.get("recipe_limits") or []):
+        at = ("recipe_limits", i)
+        _need(entry, ("option", "above", "because", "source"), fail, at)
+        key = _option(kb, framework, entry["option"], fail, at)
+        if kb.options[key].source_expr is None:
+            raise fail(f"{entry['option']} has no `from` (the example's value) to compare with", at)
+        try:
+            above = Fraction(str(entry["above"]))
+        except (ValueError, ZeroDivisionError):
+            raise fail("above: a number", at) from None
+        out.recipe_limits.append(RecipeLimit(key, above, str(entry["because"]),
+                                             str(entry["source"])))
     entry = data.get("advice_threshold")
     if entry is not None:
         at = ("advice_threshold",)

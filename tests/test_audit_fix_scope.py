@@ -105,3 +105,13 @@ def test_a_fix_names_only_files_that_exist_where_the_run_starts(kb, tmp_path):
         for c in u.changes:
             if isinstance(c.new, str) and c.new.endswith((".json", ".yaml")):
                 assert (project / c.new).is_file() or c.new_file, c
+
+
+@pytest.mark.slow
+def test_no_fix_on_the_real_project_corpus_is_harmful():
+    # bench/data/real_projects (corpus22): audited and fixed with each set's labelled
+    # hardware; no written change writes a recipe key, a missing path, a v0 key into a
+    # v1 file, or more memory into a config labelled OOM (bench/audit_real/harm.py)
+    from bench.audit_real.run import run_all
+    result = run_all(fix=True)
+    assert result["totals"]["harmful"] == 0 and result["tracebacks"] == 0

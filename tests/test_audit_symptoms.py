@@ -72,7 +72,8 @@ def test_unstable_full_fine_tune_gets_the_recipe_cure(kb, unstable):
     assert offered["learning_rate"] == pytest.approx(1e-5)  # the full examples' rate
     assert offered["lr_scheduler_type"] == "cosine"
     reasons = " ".join(r for s in allowed.suggestions for r in s.reasons)
-    assert "W_FULL_FT_HIGH_LR" in reasons and "W_CONSTANT_SCHEDULE" in reasons
+    assert "learning_rate was above 10x the shipped example's" in reasons
+    assert "W_CONSTANT_SCHEDULE" in reasons
     assert "[recipe] review" in reasons
 
 
@@ -84,4 +85,5 @@ def test_unstable_write_needs_consent(kb, unstable, capsys):
                            "8xH100", "--write", "--allow", "recipe")
     after = yaml.safe_load(unstable.read_text())
     assert code == 0 and "wrote" in out
-    assert after["lr_scheduler_type"] != "constant" or after["learning_rate"] < 1e-4
+    # written as 1.0e-05: PyYAML (which LlamaFactory loads with) reads 1e-05 as a string
+    assert isinstance(after["learning_rate"], float) and after["learning_rate"] < 1e-4
