@@ -184,8 +184,8 @@ def audit(path: str, gpus: str | None = None, kb: KnowledgeBase | None = None, *
           allow: list[str] | None = None):
     """Audit a training project (folder or one config); plan=True adds the solver's
     best plan per config; fix=True writes each config's recommended changes (a
-    .bak is kept) and returns the re-audit; `allow` names the optins (or groups)
-    that recommendations may change. Returns (AuditReport, {config: keys})."""
+    numbered backup is kept) and returns the re-audit; `allow` names the optins (or groups)
+    that recommendations may change. Returns (AuditReport, {config: Written})."""
     from kbsolve.audit.run import audit_project
     knowledge = kb or load_kb(packs)
     allowed = tuple(allow or ())

@@ -10,14 +10,16 @@ from kbsolve.audit.mapping import FlatFile, plain, written_value
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
-from kbsolve.program.repo_files import (FILE_NAME, AuditData, MultiKey, RepoFile,  # noqa: F401
-                                        audit_data, repository_file)
+from kbsolve.program.repo_files import (FILE_NAME, AuditData, FixScope, MultiKey,  # noqa: F401
+                                        RepoFile, audit_data, repository_file)
 
 
 def as_file(kb: KnowledgeBase, framework: str, target: str, entry: RepoFile,
-            rel: str) -> FlatFile:
+            rel: str, facts: dict[str, Any] | None = None) -> FlatFile:
     """The keys the entry's option values write into `target` (their emits and the
-    top-level emits they decide), plus its settings: what `--emit` would write."""
+    top-level emits they decide), plus its settings: what `--emit` would write.
+    A value that needs a fact (the model's bucket sizes) is None unless `facts`
+    has it."""
     values: dict[str, Any] = dict(entry.settings)
     for key, value in entry.options.items():
         for emit in kb.options[key].emits:
@@ -28,7 +30,7 @@ def as_file(kb: KnowledgeBase, framework: str, target: str, entry: RepoFile,
                     values[emit.key] = plain(out)
     defaults = {o.key: o.default for o in kb.options_of(framework)}
     assignment = {**defaults, **entry.options}
-    evaluator = Evaluator(kb, framework, {})
+    evaluator = Evaluator(kb, framework, facts or {})
     from kbsolve.dsl.ir import options_used
     for static in kb.emits:
         if static.framework != framework or static.target != target or static.when is None \
@@ -82,3 +84,28 @@ def reference_change(kb: KnowledgeBase, framework: str, main_name: str, option_k
                 all(after.get(k, kb.options[k].default) == v for k, v in entry.options.items()):
             return key, entry.path
     return None
+
+
+def outside_fix_scope(kb: KnowledgeBase, framework: str, values: dict[str, Any]) -> FixScope | None:
+    """The KB's `fix_scope` entry (audit.yaml) that the config's keys do not meet,
+    or None when `--fix` may write into it (a file the framework trains with)."""
+    for scope in audit_data(kb, framework).fix_scope:
+        if any(key in values for key in scope.refuses) or \
+                any(_as_written(values.get(k)) != _as_written(v) for k, v in scope.requires.items()):
+            return scope
+    return None
+
+
+def _as_written(value: Any) -> str:
+    return str(value).strip().lower() if value is not None else ""
+
+
+def advice_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
+    """Rule findings the framework enforces (errors), and those of rules that are
+    only its advice (audit.yaml advice_rules), as warnings."""
+    advice = audit_data(kb, framework).advice_rules
+    errors = [f for f in found if f.id not in advice]
+    warned = [f.model_copy(update={"kind": "warning", "message": f"{f.message}: the framework's "
+                                   f"advice, not enforced ({advice[f.id]})"})
+              for f in found if f.id in advice]
+    return errors, warned

@@ -12,15 +12,16 @@ from pydantic import BaseModel, Field
 from kbsolve.audit.assess import build_context
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.fix import apply_changes
-from kbsolve.audit.audit_data import config_value, reference_change
+from kbsolve.audit.audit_data import config_value, outside_fix_scope, reference_change
 from kbsolve.audit.mapping import plain, read_options
-from kbsolve.audit.model import AuditReport, Change, Fit
+from kbsolve.audit.model import AuditReport, Change, Fit, Written
 from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_project import read_project
 from kbsolve.audit.run import audit_project, hardware_for
 from kbsolve.audit.fit import fit_check
 from kbsolve.audit.hardware import from_flag
-from kbsolve.audit.symptom import suggest
+from kbsolve.audit.symptom import RECIPE_GROUP, suggest
 from kbsolve.audit.walk import walk
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import KnowledgeBase
@@ -33,6 +34,7 @@ class Suggested(BaseModel):
     speed_delta_pct: float
     saved_gib: float = Field(0.0, description="peak device memory saved; + is less")
     reasons: list[str]
+    fits: bool = Field(True, description="the config fits after it (oom: it cures the OOM)")
 
 
 class NeedsAllow(BaseModel):
@@ -50,6 +52,8 @@ class FixResult(BaseModel):
     suggestions: list[Suggested] = Field(default_factory=list)
     needs_allow: list[NeedsAllow] = Field(default_factory=list)
     written: list[str] = Field(default_factory=list)
+    backup: str = Field("", description="the original's copy (.bak, .bak.1, ...)")
+    created: list[str] = Field(default_factory=list, description="new files beside it")
     manual: list[str] = Field(default_factory=list, description="changes outside the config")
     after: Fit | None = None
     errors_after: list[str] = Field(default_factory=list)
@@ -67,16 +71,21 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
     unit = next((u for u in project.units if u.kind == "config" and u.rel == rel), None)
     if unit is None:
         raise KbError(Diagnostic(f"{config}: not a training config of a framework kbsolve knows"))
+    main_name = next(f.name for f in kb.frameworks[unit.framework].files if f.kind == "yaml")
+    scope = outside_fix_scope(kb, unit.framework, unit.files[main_name].values)
+    if scope is not None:
+        raise KbError(Diagnostic(f"{config}: not a training config by its keys, so kbsolve fix "
+                                 f"changes nothing in it ({scope.because})"))
     reading = read_options(kb, unit.framework, unit.files)
     hardware = hardware_for(kb, unit, reading, from_flag(kb, gpus) if gpus else None)
-    main_name = next(f.name for f in kb.frameworks[unit.framework].files if f.kind == "yaml")
     ctx = build_context(kb, unit.framework, reading.values, hardware,
                         find_model(kb, unit.files[main_name].values))
     before, _ = fit_check(ctx)
     if before.status == "undecided":
         raise KbError(Diagnostic(f"{config}: cannot judge memory and speed ({before.reason}); "
                                  f"give --gpus and use a model from the catalog"))
-    _, found, held = suggest(ctx, symptom, allowed_keys(kb, unit.framework, allow))
+    _, found, held = suggest(ctx, symptom, allowed_keys(kb, unit.framework, allow),
+                             recipe_allowed=RECIPE_GROUP in allow)
     result = FixResult(config=str(path), symptom=symptom, framework=unit.framework,
                        before=before)
     for s in found:
@@ -84,7 +93,8 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
                                             device_gib=s.device_gib,
                                             budget_gib=s.budget_gib,
                                             speed_delta_pct=s.speed_delta_pct,
-                                            saved_gib=s.saved_gib, reasons=s.reasons))
+                                            saved_gib=s.saved_gib, reasons=s.reasons,
+                                            fits=s.fits))
     for h in held:
         result.needs_allow.append(NeedsAllow(changes=_shown(kb, main_name, h.changes, ctx),
                                              allow=h.needs, effect=h.summary))
@@ -107,7 +117,8 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
             written = config_value(kb, option, main_name, value)
             changes.append(Change(key=home, new=written[1] if written else None,
                                   removed=written is None))
-        result.written = apply_changes(path, changes)
+        changes = ground_paths(ctx, main_name, changes, path.resolve().parent, path.resolve())
+        result.written, result.backup, result.created = apply_changes(path, changes)
         again = audit_project(kb, str(path), gpus, allow=allow).units[0]
         result.after = again.fit
         result.errors_after = [f.message for f in again.errors]
@@ -136,7 +147,7 @@ def _shown(kb: KnowledgeBase, main_name: str, changes: dict[str, Any],
     return keys
 
 
-def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, list[str]]:
+def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, Written]:
     """Apply each config's recommended changes (`kbsolve audit --fix`)."""
     written = {}
     root = Path(report.path)
@@ -144,7 +155,8 @@ def fix_project(kb: KnowledgeBase, report: AuditReport) -> dict[str, list[str]]:
         if unit.kind != "config" or not unit.changes:
             continue
         target = root / unit.path if root.is_dir() else root
-        keys = apply_changes(target, unit.changes)
+        keys, backup, created = apply_changes(target, unit.changes)
         if keys:
-            written[posixpath.normpath(unit.path)] = keys
+            written[posixpath.normpath(unit.path)] = Written(keys=keys, backup=backup,
+                                                             created=created)
     return written

@@ -25,6 +25,8 @@ class CheckResult(BaseModel):
     source: str = ""
     effect: str = Field("", description="by the estimate on this config: memory, speed")
     note: str = Field("", description="why the priority differs from the KB's")
+    tip: bool = Field(False, description="recommended by the KB, but no estimate of this "
+                      "config backs it: listed in one line, never written by --fix")
 
 
 class CategoryScore(BaseModel):
@@ -77,6 +79,16 @@ class Change(BaseModel):
     new: Any = None
     removed: bool = False
     reason: str = ""
+    new_file: str = Field("", description="a file this change creates beside the config "
+                          "(its name), which `new` names from where the run starts")
+    content: str = Field("", description="the new file's text")
+
+
+class Written(BaseModel):
+    """What `--fix` or `fix --write` wrote into one file."""
+    keys: list[str]
+    backup: str = Field(description="the original's copy, beside the file (.bak, .bak.1, ...)")
+    created: list[str] = Field(default_factory=list, description="new files beside it")
 
 
 class PlanChange(BaseModel):

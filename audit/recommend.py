@@ -7,33 +7,69 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from kbsolve.audit.assess import Context
-from kbsolve.audit.consent import needing_consent
-from kbsolve.audit.audit_data import config_value, reference_change
+from kbsolve.audit.assess import Context, options_needed
+from kbsolve.audit.audit_data import audit_data, config_value, reference_change
+from kbsolve.audit.consent import describe, needing_consent
+from kbsolve.audit.effects import Estimator
 from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.model import Change, CheckResult, Finding
+from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import options_used
+from kbsolve.program.batch import GEOMETRY_LET, geometry_of
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem
 
 
 def sound(ctx: Context, changes: dict[str, Any], must_fit: bool,
-          consent: bool = True) -> bool:
-    """After `changes`, every decidable hard rule holds, nothing the user did not
-    allow is changed (optins, audit/consent.py) and, when asked, the config fits."""
-    if ctx.broken_after(changes):
+          consent: bool = True, est: Estimator | None = None) -> bool:
+    """After `changes`, every decidable hard rule holds, the global batch is the
+    config's, nothing the user did not allow is changed (optins,
+    audit/consent.py), a config that fits still fits (when asked) and one that
+    does not fit needs no more memory (by the estimate `est`, when there is one)."""
+    if _newly_broken(ctx, changes) or not keeps_batch(ctx, changes):
         return False
     if consent and needing_consent(ctx, changes):
         return False
+    if est is not None:
+        effect = est.effect(changes)
+        if must_fit and not effect.fits:
+            return False
+        return est.base_fits or not effect.raises_memory
     if must_fit:
         problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
         return measure(problem, ctx.with_changes(changes)).fits
     return True
 
 
-def repair(ctx: Context, broken: list[str]) -> dict[str, Any]:
+def _newly_broken(ctx: Context, changes: dict[str, Any]) -> list:
+    """The rules broken after `changes`, less the framework's advice that the
+    config already breaks (a warning of the user's, which holds back no fix)."""
+    advice = audit_data(ctx.kb, ctx.framework).advice_rules
+    before = {r.id for r in ctx.broken_after({})} if advice else set()
+    return [r for r in ctx.broken_after(changes) if not (r.id in advice and r.id in before)]
+
+
+def keeps_batch(ctx: Context, changes: dict[str, Any]) -> bool:
+    """The recipe's global batch (the framework's `batch_geometry`: micro-batch x
+    accumulation x data-parallel ranks) is the same after `changes`; when it
+    cannot be computed (a fact is unknown), no option it reads may change."""
+    geometry = ctx.kb.lets.get(f"{ctx.framework}.{GEOMETRY_LET}")
+    if geometry is None or not changes:
+        return True
+    try:
+        return geometry_of(ctx.kb, ctx.framework, ctx.facts, ctx.assignment) == \
+            geometry_of(ctx.kb, ctx.framework, ctx.facts, ctx.with_changes(changes))
+    except KbError:
+        read = options_used(geometry.expr) | options_needed(ctx.kb, geometry.expr)
+        return not read & changes.keys()
+
+
+def repair(ctx: Context, broken: list[str], est: Estimator | None = None,
+           consent: bool = True) -> dict[str, Any]:
     """The fewest changes (one, else two) to the options of the broken rules that
-    make every decidable rule hold; each option's default is tried first."""
+    make every decidable rule hold, keep the global batch, add no memory to a
+    config that does not fit and (`consent`) change nothing the user did not
+    allow; each option's default first."""
     kb = ctx.kb
     involved = sorted({k for rule_id in broken
                        for k in options_used(kb.rules[f"{ctx.framework}.{rule_id}"].expr)})
@@ -42,18 +78,31 @@ def repair(ctx: Context, broken: list[str]) -> dict[str, Any]:
         option = kb.options[key]
         values = [option.default] + [v for v in option.domain or () if v != option.default]
         singles += [{key: v} for v in values if v != ctx.assignment.get(key)]
-    for consent in (True, False):  # a repair that needs no consent first
-        for change in singles:
-            if sound(ctx, change, False, consent):
-                return change
-        for a, b in combinations(singles, 2):
-            if a.keys() != b.keys() and sound(ctx, {**a, **b}, False, consent):
-                return {**a, **b}
+    for change in singles:
+        if sound(ctx, change, False, consent, est):
+            return change
+    for a, b in combinations(singles, 2):
+        if a.keys() != b.keys() and sound(ctx, {**a, **b}, False, consent, est):
+            return {**a, **b}
     return {}
 
 
+def repair_note(ctx: Context, broken: list[str], found: dict[str, Any]) -> list[str]:
+    """The repair that needs consent, named with the --allow that admits it."""
+    if not found:
+        return []
+    consent = needing_consent(ctx, found)
+    settings = ", ".join(f"{k.split('.', 1)[1]}: {_text(plain(v))}" for k, v in found.items())
+    return [f"{', '.join(broken)}: repaired by {settings}, which changes {describe(consent)}; "
+            f"pass --allow {', '.join(sorted({o.name for o in consent}))} to have --fix write it"]
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,
-           base: dict[str, Any] | None = None) -> dict[str, Any]:
+           base: dict[str, Any] | None = None, est: Estimator | None = None) -> dict[str, Any]:
     """Option changes from the recommended items, greedily, in priority order,
     on top of `base` (the repair of broken rules)."""
     kb = ctx.kb
@@ -65,7 +114,8 @@ def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,
             continue
         trial = {**chosen, **{f"{ctx.framework}.{n}": v for n, v in check.recommend}}
         mine = {k: v for k, v in trial.items() if k not in (base or {})}
-        if sound(ctx, trial, must_fit, consent=False) and not needing_consent(ctx, mine):
+        if sound(ctx, trial, must_fit, consent=False, est=est) and \
+                not needing_consent(ctx, mine):
             chosen = trial
             if check.group:
                 groups.add(check.group)

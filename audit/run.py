@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
+from kbsolve.audit.audit_data import advice_apart, outside_fix_scope
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
@@ -13,8 +16,9 @@ from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, jud
 from kbsolve.audit.mapping import Reading, plain, read_options
 from kbsolve.audit.model import AuditReport, UnitReport
 from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_project import Unit, read_project
-from kbsolve.audit.recommend import changes, choose, repair, sound
+from kbsolve.audit.recommend import changes, choose, repair, repair_note, sound
 from kbsolve.audit.score import by_priority, score
 from kbsolve.audit.verdicts import weigh
 from kbsolve.audit.walk import walk
@@ -49,7 +53,8 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
         else:
-            report.units.append(_config_report(kb, unit, fixed, with_plan, allow)[0])
+            report.units.append(_config_report(kb, unit, fixed, with_plan, allow,
+                                               project.root)[0])
     shared = fixed or nvidia_smi(kb)
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
@@ -97,7 +102,7 @@ def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hard
 
 
 def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False,
-                   allow: tuple[str, ...] = ()) -> tuple[UnitReport, Hardware]:
+                   allow: tuple[str, ...] = (), root=None) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     main = unit.files[main_name]
@@ -116,6 +121,13 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
         else None
     out.checks = judge_config(ctx)
+    scope = outside_fix_scope(kb, unit.framework, main.values)
+    if scope is not None:  # an inference, export or v1 file: no training advice, no edit
+        out.notes.append(f"not a training config by its keys: nothing is recommended or "
+                         f"written ({scope.because})")
+        for result in out.checks:
+            if result.status == "recommended":
+                result.status, result.reason = "not_applicable", "not a training config"
     out.needs_allow = weigh(ctx, out.checks, estimator)
     others = {c.id for c in code_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
@@ -123,20 +135,29 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
                                                     reading)
     rejected = fw.unknown_keys == "error"
-    out.errors = find.rule_errors(ctx, reading, unit.files) + (key_found if rejected else [])
+    enforced, advised = advice_apart(kb, unit.framework,
+                                     find.rule_errors(ctx, reading, unit.files))
+    out.errors = enforced + (key_found if rejected else [])
     out.silent = ([] if rejected else key_found) + \
-        find.value_findings(ctx, reading, unit.files, main_name)
+        find.value_findings(ctx, reading, unit.files, main_name) + advised
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
-    fixes = repair(ctx, [f.id for f in out.errors if f.kind == "rule"])
-    chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes)
+    broken = [f.id for f in out.errors if f.kind == "rule"]
+    fixes = repair(ctx, broken, estimator)
+    if broken and not fixes:  # a repair that changes what the user chose: named, not written
+        out.notes += repair_note(ctx, broken, repair(ctx, broken, estimator, consent=False))
+    chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes, est=estimator)
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
-    out.changes = changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
+    out.changes = [] if scope is not None else \
+        changes(ctx, main_name, main, out.errors + out.silent, chosen, why)
+    if root is not None and out.changes:  # paths from where the run starts: the root
+        out.changes = ground_paths(ctx, main_name, out.changes, Path(root),
+                                   Path(root) / unit.rel)
     out.changes_proven = bool(out.changes) and sound(
-        ctx, chosen, must_fit=out.fit.status == "fits", consent=False)
+        ctx, chosen, must_fit=out.fit.status == "fits", consent=False, est=estimator)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
     if with_plan:
         from kbsolve.audit.best_plan import best_plan  # loads the Z3 solver

@@ -26,11 +26,12 @@ def score(kb: KnowledgeBase, framework: str, results: list[CheckResult],
             id=category.id, title_en=category.title_en, title_zh=category.title_zh,
             points=category.points, score=min(got, category.points),
             enabled=[r.id for r in mine if r.status == "enabled"],
-            recommended=[r.id for r in mine if r.status == "recommended"]))
+            recommended=[r.id for r in mine if r.status == "recommended" and not r.tip]))
     return table, sum(c.score for c in table), sum(c.points for c in table)
 
 
 def by_priority(results: list[CheckResult]) -> dict[str, list[CheckResult]]:
-    """Recommended items by priority, the most points first."""
-    return {p: sorted((r for r in results if r.status == "recommended" and r.priority == p),
+    """Recommended items by priority, the most points first (tips apart)."""
+    return {p: sorted((r for r in results if r.status == "recommended" and r.priority == p
+                       and not r.tip),
                       key=lambda r: (-r.points, r.id)) for p in PRIORITIES}

@@ -4,11 +4,16 @@ KB's options with the estimate of the user's config (audit/effects.py).
 oom       changes that lower peak device memory; those that make the config fit
           first (when it does not), then by memory saved per speed lost
 slow      changes that raise predicted throughput and still fit, fastest first
-unstable  changes that satisfy more of the KB's preferences, still fitting
+unstable  the recipe's own values (an option's `from`: the shipped example's
+          learning rate, schedule) that stop a KB warning firing on the config,
+          offered with `--allow recipe`; then changes that satisfy more of the
+          KB's preferences, still fitting
 
 Every cure keeps the rules, the task and the recipe (the global batch is a
 rule: a cure that lowers the micro-batch raises the accumulation with it) and
 changes no numerics, recipe or library the user did not allow (`--allow`).
+An OOM cure that does not make the config fit is listed after those that do,
+and marked so.
 """
 
 from __future__ import annotations
@@ -18,9 +23,13 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
-from kbsolve.audit.assess import Context, needs
+from kbsolve.audit.assess import Context, facts_needed, needs
+from kbsolve.audit.audit_data import audit_data
 from kbsolve.audit.consent import describe
 from kbsolve.audit.effects import Effect, Estimator
+from kbsolve.diagnostics import KbError
+from kbsolve.dsl import ir
+from kbsolve.program.evaluate import Evaluator
 from kbsolve.solver.report import gib
 
 MAX_VALUES = 64
@@ -28,6 +37,7 @@ PAIR_POOL = 16
 CHAIN_POOL = 24  # cures a greedy stack chooses from
 CHAIN_STEPS = 5
 MAX_REPAIRS = 2000  # measured pairs that repair a single change's broken rules
+RECIPE_GROUP = "recipe"  # the optin group (kb/core/vocabulary.kb optin_group) a recipe change needs
 
 
 @dataclass
@@ -38,6 +48,7 @@ class Suggestion:
     speed_delta_pct: float  # + is faster
     saved_gib: float  # peak device memory saved, + is less
     reasons: list[str] = field(default_factory=list)
+    fits: bool = True  # the config fits after it (for oom: it cures the OOM)
 
 
 @dataclass
@@ -48,7 +59,8 @@ class Withheld:
 
 
 def suggest(ctx: Context, symptom: str, allowed: frozenset[str] = frozenset(),
-            top: int = 5) -> tuple[Estimator, list[Suggestion], list[Withheld]]:
+            top: int = 5, recipe_allowed: bool = False
+            ) -> tuple[Estimator, list[Suggestion], list[Withheld]]:
     est = Estimator(ctx, allowed)
     singles = _singles(est)
     effects = [est.effect(c) for c in singles]
@@ -67,10 +79,51 @@ def suggest(ctx: Context, symptom: str, allowed: frozenset[str] = frozenset(),
         found = sorted((e for e in pool if _fits_as_before(est, e)
                         and _tier_score(e.metrics.preferences) > score),
                        key=lambda e: _neg(_tier_score(e.metrics.preferences)))
-        held = []
+        recipe = _recipe_cures(est)
+        found, held = (recipe + found, []) if recipe_allowed else (found, recipe)
     found = _distinct(found)[:top]
-    return est, [_suggestion(ctx, est, e, symptom) for e in found], \
-        [Withheld(e.changes, describe(e.consent), e.summary()) for e in _distinct(held)[:3]]
+    withheld = [Withheld(e.changes, describe(e.consent) if e.consent else
+                         f"{RECIPE_GROUP} (the recipe's {', '.join(k.split('.', 1)[1] for k in e.changes)})",
+                         e.summary()) for e in _distinct(held)[:3]]
+    return est, [_suggestion(ctx, est, e, symptom) for e in found], withheld
+
+
+def _recipe_cures(est: Estimator) -> list[Effect]:
+    """The recipe's own values (an option's `from` that reads no fact: the shipped
+    example's) for the recipe options the KB's audit data limits (audit.yaml
+    recipe_limits) when the config exceeds the limit, then for each KB warning the
+    config fires, the recipe options it reads moved to that value, one at a time
+    and together, where the warning then stops; nothing else may break."""
+    ctx, kb = est.ctx, est.ctx.kb
+    evaluator = Evaluator(kb, ctx.framework, ctx.facts)
+    found = []
+    for limit in over_limits(est):
+        effect = est.effect({limit.option: _example(evaluator, kb, ctx, limit.option)})
+        if not effect.broken and _fits_as_before(est, effect):
+            found.append(effect)
+    for key in est.base.warnings:
+        warning = kb.warnings.get(key)
+        if warning is None:
+            continue
+        example = {}
+        for name in sorted(needs(kb, warning.expr)[1]):
+            option = kb.options[name]
+            if name in est.problem.choices or option.source_expr is None or \
+                    facts_needed(kb, option.source_expr) | ir.facts_used(option.source_expr):
+                continue
+            try:
+                value = evaluator.run(option.source_expr, ctx.assignment)
+            except KbError:
+                continue
+            if value != ctx.assignment.get(name):
+                example[name] = value
+        trials = [{k: v} for k, v in example.items()] + ([example] if len(example) > 1 else [])
+        for change in trials:
+            effect = est.effect(change)
+            if key not in effect.metrics.warnings and not effect.broken and \
+                    _fits_as_before(est, effect):
+                found.append(effect)
+    return found
 
 
 def _singles(est: Estimator) -> list[dict[str, Any]]:
@@ -183,7 +236,7 @@ def _neg(scores: tuple) -> tuple:
 
 def _suggestion(ctx: Context, est: Estimator, e: Effect, symptom: str) -> Suggestion:
     return Suggestion(e.changes, gib(e.peak), gib(e.metrics.budget), e.speed_pct,
-                      gib(e.saved), _reasons(ctx, est, e, symptom))
+                      gib(e.saved), _reasons(ctx, est, e, symptom), e.fits)
 
 
 def _reasons(ctx: Context, est: Estimator, e: Effect, symptom: str) -> list[str]:
@@ -203,8 +256,59 @@ def _reasons(ctx: Context, est: Estimator, e: Effect, symptom: str) -> list[str]
         told += [f"speed factor {k.split('.', 1)[1]}: {kb.speed[k].meta.because}"
                  for r, k in factors[:2] if r > 1]
         return told[:2] or ["a faster step by the KB's speed model"]
+    stopped = [kb.warnings[w] for w in base.warnings if w not in m.warnings and w in kb.warnings]
+    told = [f"warning {w.id} stops: {w.meta.because} ({w.meta.source})" for w in stopped]
+    told += [f"{limit.option.split('.', 1)[1]} was above {float(limit.above):g}x the shipped "
+             f"example's: {limit.because} ({limit.source})"
+             for limit in over_limits(est) if limit.option in e.changes]
+    for key, value in e.changes.items():
+        option = kb.options[key]
+        if key not in est.problem.choices and option.source_expr is not None:
+            told.append(f"{option.name}: {_plain(value)}, the shipped example's value "
+                        f"({_example_source(ctx, option, value)}) [recipe] review")
     after = ctx.with_changes(e.changes)
     gained = [p for p in kb.of(kb.preferences, ctx.framework)
               if ctx.run(p.expr, after) != ctx.run(p.expr)]
-    return [f"preference {p.id}: {p.meta.because}" for p in gained[:3]] or \
+    return told + [f"preference {p.id}: {p.meta.because}" for p in gained[:3]] or \
         ["more of the KB's preferences hold"]
+
+
+def over_limits(est: Estimator) -> list:
+    """The KB's recipe limits the config's values exceed."""
+    ctx = est.ctx
+    evaluator = Evaluator(ctx.kb, ctx.framework, ctx.facts)
+    out = []
+    for limit in audit_data(ctx.kb, ctx.framework).recipe_limits:
+        example = _example(evaluator, ctx.kb, ctx, limit.option)
+        value = ctx.assignment.get(limit.option)
+        if example is not None and value is not None and value > limit.above * example:
+            out.append(limit)
+    return out
+
+
+def _example(evaluator: Evaluator, kb, ctx: Context, key: str) -> Any:
+    try:
+        return evaluator.run(kb.options[key].source_expr, ctx.assignment)
+    except KbError:
+        return None
+
+
+def _example_source(ctx: Context, option, value: Any) -> str:
+    """The source of the let that gives the option's `from` this value (the
+    example's learning rate), else the option's own."""
+    evaluator = Evaluator(ctx.kb, ctx.framework, ctx.facts)
+    for name in sorted(ir.lets_used(option.source_expr)):
+        let = ctx.kb.lets.get(name)
+        try:
+            if let is not None and let.meta.source and \
+                    evaluator.run(let.expr, ctx.assignment) == value:
+                return let.meta.source
+        except KbError:
+            continue
+    return option.meta.source
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, Fraction):
+        return f"{float(value):g}"
+    return str(value).lower() if isinstance(value, bool) else str(value)

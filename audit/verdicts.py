@@ -2,18 +2,22 @@
 KB's rules, its optins (what needs the user's consent) and the estimate of
 this config on this hardware (audit/effects.py).
 
-A recommended item keeps the KB's priority only when the estimate shows that
-it helps here: when the config fits, it must make the run faster and still fit
-(memory it frees is not needed); when it does not fit, it must not add memory.
-An item that needs consent (`--allow`), changes the task, or would not fit is
-not recommended; one the estimate shows no gain for, or that only costs, is
-P2 at most (worth trying, needs testing, never written by --fix); one that
-makes a KB warning fire is P1 at most (P0 is 'no risk'). Items whose options
-no memory or speed term reads keep the KB's verdict: the estimate is silent."""
+A recommended item is kept only where the estimate shows a gain here above the
+KB's threshold (audit.yaml `advice_threshold`): when the config fits, a faster
+run that still fits (memory it frees is not needed); when it does not fit, less
+peak memory, or a faster run without more. An item that needs consent
+(`--allow`), changes the task, would not fit, adds memory to a config that does
+not fit, or gains less than the threshold is not recommended; one that makes a
+KB warning fire is P1 at most (P0 is 'no risk'). An item with no estimate
+behind it (the GPU or the model is unknown, or no memory or speed term reads
+its options) is a tip: one line, never written by --fix."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from kbsolve.audit.assess import Context
+from kbsolve.audit.audit_data import audit_data
 from kbsolve.audit.consent import describe, needing_consent
 from kbsolve.audit.effects import Effect, Estimator
 from kbsolve.audit.model import CheckResult
@@ -43,12 +47,25 @@ def weigh(ctx: Context, results: list[CheckResult], est: Estimator | None) -> li
             withheld.append(result)
             continue
         if est is None or not est.modeled(changes):
+            result.tip = True
             continue
-        _judge(result, est, est.effect(changes))
+        _judge(result, est, est.effect(changes), _threshold(ctx))
     return withheld
 
 
-def _judge(result: CheckResult, est: Estimator, e: Effect) -> None:
+def _threshold(ctx: Context) -> tuple[Fraction, Fraction, str]:
+    """(bytes, share of step time, what they are) below which a gain is noise."""
+    found = audit_data(ctx.kb, ctx.framework).threshold
+    if found is None:  # the KB states none: any gain the report can show
+        return Fraction(0), Fraction(0), ""
+    return found.memory_gib * 2**30, found.speed_pct / 100, \
+        f"the KB's threshold of {float(found.memory_gib):g} GiB or {float(found.speed_pct):g}% speed"
+
+
+def _judge(result: CheckResult, est: Estimator, e: Effect, least: tuple) -> None:
+    memory, speed, named = least
+    faster = e.faster and e.speed_ratio - 1 >= speed
+    leaner = e.lowers_memory and e.saved >= memory
     result.effect = e.summary()
     warned = [est.ctx.kb.warnings[w].meta.because for w in e.warnings
               if w in est.ctx.kb.warnings]
@@ -59,8 +76,10 @@ def _judge(result: CheckResult, est: Estimator, e: Effect) -> None:
         if not e.fits:
             _refuse(result, f"the config fits, and with it it would not "
                             f"({gib(e.peak)} GiB of {gib(e.metrics.budget)} GiB)")
-        elif e.faster:
+        elif faster:
             _cap(result, "P1" if warned else "P0", f"risk: {warned[0]}" if warned else "")
+        elif e.faster:
+            _refuse(result, f"{e.speed_pct}% faster by the estimate, under {named}")
         elif e.lowers_memory:
             cost = f" and costs {-e.speed_pct}% speed" if e.slower else ""
             _refuse(result, f"the config fits: it would free {gib(e.saved)} GiB that the run "
@@ -68,16 +87,18 @@ def _judge(result: CheckResult, est: Estimator, e: Effect) -> None:
         elif warned:
             _refuse(result, f"no gain on this config by the estimate, and {warned[0]}")
         else:
-            _cap(result, "P2", _costs(e) or "the estimate shows no gain on this config")
+            _refuse(result, _costs(e) or "the estimate shows no gain on this config")
         return
     if e.raises_memory:
         _refuse(result, f"the config does not fit, and it adds {-gib(e.saved)} GiB")
-    elif e.lowers_memory or e.faster:
+    elif leaner or faster:
         _cap(result, "P1" if warned else "P0", f"risk: {warned[0]}" if warned else "")
+    elif e.lowers_memory or e.faster:
+        _refuse(result, f"the estimate gives {e.summary()}, under {named}")
     elif warned:
         _refuse(result, f"no gain on this config by the estimate, and {warned[0]}")
     else:
-        _cap(result, "P2", "the estimate shows no gain on this config")
+        _refuse(result, "the estimate shows no gain on this config")
 
 
 def _costs(e: Effect) -> str:

@@ -24,7 +24,8 @@ ALLOW_HELP = ("Changes to the recipe, the numerics or the libraries that a chang
 @click.option("--plan", "with_plan", is_flag=True,
               help="Add the solver's best plan per config (a few seconds each).")
 @click.option("--fix", "apply", is_flag=True,
-              help="Write the recommended changes into each config (keeps a .bak).")
+              help="Write the recommended changes into each config (the original kept as "
+                   ".bak, .bak.1, ...).")
 @click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]", help=ALLOW_HELP)
 @kb_option
 def audit_command(path, gpus, fmt, lang, with_plan, apply, allow, packs) -> int:
@@ -41,7 +42,8 @@ def audit_command(path, gpus, fmt, lang, with_plan, apply, allow, packs) -> int:
 @click.argument("config", type=click.Path())
 @click.option("--symptom", type=click.Choice(["oom", "slow", "unstable"]), required=True)
 @click.option("--gpus", "-g", default=None, help="COUNTxGPU, e.g. 8xA100.")
-@click.option("--write", is_flag=True, help="Write the first suggestion (keeps a .bak).")
+@click.option("--write", is_flag=True,
+              help="Write the first suggestion (the original kept as .bak, .bak.1, ...).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]", help=ALLOW_HELP)

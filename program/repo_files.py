@@ -65,11 +65,44 @@ class MultiKey:
     source: str
 
 
+@dataclass(frozen=True)
+class FixScope:
+    """What a config's keys must show for `--fix` to write into it: `requires`
+    (raw key -> value as written) all present, none of `refuses` present."""
+    requires: dict[str, Any]
+    refuses: tuple[str, ...]
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The least gain, by the estimate, for which the audit recommends a change."""
+    memory_gib: Fraction
+    speed_pct: Fraction
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
+class RecipeLimit:
+    """A recipe option whose value above `above` times the shipped example's (its
+    `from`) is a stability risk (`kbsolve fix --symptom unstable`)."""
+    option: str  # option key
+    above: Fraction
+    because: str
+    source: str
+
+
 @dataclass
 class AuditData:
     repository_files: list[RepoFile] = field(default_factory=list)
     keys: list[MultiKey] = field(default_factory=list)
     shape: dict[str, str] = field(default_factory=dict)  # fact path -> option key
+    fix_scope: list[FixScope] = field(default_factory=list)
+    threshold: Threshold | None = None
+    advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
+    recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
 
@@ -126,6 +159,44 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         at = ("shape", i)
         _need(entry, ("fact", "option", "because", "source"), fail, at)
         out.shape[str(entry["fact"])] = _option(kb, framework, entry["option"], fail, at)
+    for i, entry in enumerate(data.get("fix_scope") or []):
+        at = ("fix_scope", i)
+        _need(entry, ("because", "source"), fail, at)
+        requires, refuses = entry.get("requires") or {}, entry.get("refuses") or []
+        if not isinstance(requires, dict) or not isinstance(refuses, list) or \
+                not (requires or refuses):
+            raise fail("an entry needs requires (a mapping) or refuses (a list)", at)
+        out.fix_scope.append(FixScope(dict(requires), tuple(str(k) for k in refuses),
+                                      str(entry["because"]), str(entry["source"])))
+    for i, entry in enumerate(data.get("advice_rules") or []):
+        at = ("advice_rules", i)
+        _need(entry, ("rule", "because", "source"), fail, at)
+        if f"{framework}.{entry['rule']}" not in kb.rules:
+            raise fail(f"'{entry['rule']}' is not a rule of {framework}", at)
+        out.advice_rules[str(entry["rule"])] = str(entry["because"])
+    for i, entry in enumerate(data.get("recipe_limits") or []):
+        at = ("recipe_limits", i)
+        _need(entry, ("option", "above", "because", "source"), fail, at)
+        key = _option(kb, framework, entry["option"], fail, at)
+        if kb.options[key].source_expr is None:
+            raise fail(f"{entry['option']} has no `from` (the example's value) to compare with", at)
+        try:
+            above = Fraction(str(entry["above"]))
+        except (ValueError, ZeroDivisionError):
+            raise fail("above: a number", at) from None
+        out.recipe_limits.append(RecipeLimit(key, above, str(entry["because"]),
+                                             str(entry["source"])))
+    entry = data.get("advice_threshold")
+    if entry is not None:
+        at = ("advice_threshold",)
+        _need(entry, ("because", "source"), fail, at)
+        try:
+            memory, speed = Fraction(str(entry["memory_gib"])), Fraction(str(entry["speed_pct"]))
+        except (KeyError, ValueError, ZeroDivisionError):
+            raise fail("advice_threshold needs memory_gib and speed_pct, numbers", at) from None
+        if memory < 0 or speed < 0:
+            raise fail("advice_threshold: memory_gib and speed_pct are at least 0", at)
+        out.threshold = Threshold(memory, speed, str(entry["because"]), str(entry["source"]))
     return out
 
 

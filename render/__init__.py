@@ -48,7 +48,7 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     ("audit", "markdown"): _lazy("audit_markdown", "markdown"),
     ("audit", "json"): _lazy("audit_json", "as_json"),
     ("audit", "terminal"): _lazy("audit_terminal", "terminal"),
-    ("written", "text"): _lazy("notices", "written"),  # audit --fix: {config: keys}
+    ("written", "text"): _lazy("notices", "written"),  # audit --fix: {config: Written}
     ("fix", "text"): _lazy("fix", "text"),
     ("fix", "json"): _lazy("fix", "as_json"),
     # what the KB knows (kbsolve list ...)

@@ -60,6 +60,7 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
             lines.append(f"- {w['none']}")
         for i, r in enumerate(items, 1):
             lines += _item(i, r, w, lang)
+    lines += tip_line(unit, w, lang, "- ")
     if unit.needs_allow:
         lines += ["", f"#### {w['needs_allow']}"]
         for i, r in enumerate(unit.needs_allow, 1):
@@ -77,6 +78,14 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
                    if unit.unknown_keys else [])
     lines += _list(w["notes"], unit.notes)
     return lines
+
+
+def tip_line(unit: UnitReport, w: dict[str, str], lang: str, lead: str) -> list[str]:
+    """The KB's recommendations that no estimate backs here, in one line."""
+    tips = [r for r in unit.checks if r.status == "recommended" and r.tip]
+    if not tips:
+        return []
+    return ["", f"{lead}{w['tips']}: " + ", ".join(f"{title(r, lang)} ({r.id})" for r in tips)]
 
 
 def _item(i: int, r, w: dict[str, str], lang: str) -> list[str]:

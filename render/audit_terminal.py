@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbsolve.render.audit_markdown import fit_line, message, yaml_text
+from kbsolve.render.audit_markdown import fit_line, message, tip_line, yaml_text
 from kbsolve.render.audit_words import title, words
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ def terminal(report: AuditReport, lang: str = "en") -> str:
             lines.append(f"  {w['fit']}: {fit_line(unit, w)}")
         todo = [r for p in ("P0", "P1", "P2") for r in unit.recommendations.get(p, [])]
         for r in todo[:5]:
+            gain = f"  ({r.effect})" if r.effect else ""
             lines.append(f"  {r.priority} {title(r, lang)}: "
-                         + ", ".join(f"{k}: {yaml_text(v)}" for k, v in r.changes.items()))
+                         + ", ".join(f"{k}: {yaml_text(v)}" for k, v in r.changes.items())
+                         + gain)
+        lines += tip_line(unit, w, lang, "  ")[1:]
     return "\n".join(lines) + "\n"

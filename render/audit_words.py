@@ -37,6 +37,7 @@ WORDS = {
         "effect": "on this config", "why": "note",
         "needs_allow": "Not offered: they change the recipe, the numerics or a library (pass --allow NAME to consider them)",
         "allowed": "Allowed (--allow)",
+        "tips": "Tips with no estimate on this config (not written by --fix)",
     },
     "zh": {
         "project": "kbsolve 审计", "title": "{fw} 训练优化审计报告",
@@ -72,6 +73,7 @@ WORDS = {
         "effect": "对此配置", "why": "说明",
         "needs_allow": "未采纳：会改变训练配方、数值精度或引入新库（加 --allow 名称 才会考虑）",
         "allowed": "已允许（--allow）",
+        "tips": "无此配置估算支撑的提示（--fix 不会写入）",
     },
 }
 

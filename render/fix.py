@@ -23,8 +23,10 @@ def text(result: FixResult) -> str:
         lines.append(f"no change found for --symptom {result.symptom}")
     for i, s in enumerate(result.suggestions, 1):
         settings = ", ".join(f"{k}: {_shown(v)}" for k, v in s.changes.items())
+        short = "" if s.fits or before.status != "oom" else \
+            f"  [does not cure the OOM: still {round(s.device_gib - s.budget_gib, 3)} GiB over]"
         lines.append(f"{i}. {settings}  -> {s.device_gib} GiB ({-s.saved_gib + 0.0:+} GiB), "
-                     f"speed {s.speed_delta_pct:+}%")
+                     f"speed {s.speed_delta_pct:+}%{short}")
         for reason in s.reasons:
             lines.append(f"   {reason}")
     if result.needs_allow:
@@ -37,8 +39,10 @@ def text(result: FixResult) -> str:
         return "\n".join(lines)
     if result.written:
         after = result.after
+        folder = result.config.rsplit("/", 1)[0] + "/" if "/" in result.config else ""
         lines.append(f"wrote {result.config} ({', '.join(result.written)}); the original is "
-                     f"{result.config}.bak; now {after.status}: {after.device_gib} GiB")
+                     f"{folder}{result.backup}; now {after.status}: {after.device_gib} GiB"
+                     + "".join(f"; new file {folder}{name}" for name in result.created))
     for item in result.manual:
         lines.append(f"also set {item}")
     return "\n".join(lines)

@@ -112,10 +112,16 @@ def test_statuses_follow_the_check_conditions(kb, lf):
     assert lora and all(status[c.id] == "enabled" for c in lora)
 
 
-def test_recommended_diff_is_proven_and_repairs_the_errors(lf):
+def test_recommended_diff_is_proven_and_repairs_the_errors(kb, lf):
+    # P16 (fp8 with quantization_bit) is repaired only by turning fp8 off, a numerics
+    # choice of the user's: named with the --allow it needs, not written without it
     broken = unit(lf, "broken.yaml")
-    assert broken.changes_proven
-    changed = {c.key for c in broken.changes}
+    assert not {"deepspeed", "pure_bf16", "fp8"} & {c.key for c in broken.changes}
+    assert any("P13, P16: repaired by" in n and "--allow fp8" in n for n in broken.notes)
+    allowed = api.audit(str(PROJECTS / "lf_project" / "configs" / "broken.yaml"), "8xH100",
+                        kb=kb, allow=["fp8"])[0].units[0]
+    assert allowed.changes_proven
+    changed = {c.key for c in allowed.changes}
     assert "use_liger" in changed and ({"deepspeed", "pure_bf16"} & changed)
 
 

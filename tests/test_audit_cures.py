@@ -105,7 +105,8 @@ def full_sft_alone(tmp_path, lf_examples):
 
 
 def test_audit_fix_keeps_the_method_and_the_global_batch(full_sft_alone, capsys, kb):
-    code, out, _ = run_cli(capsys, "audit", str(full_sft_alone), "--gpus", "8xA100", "--fix")
+    original = full_sft_alone.read_text()
+    code, out, err = run_cli(capsys, "audit", str(full_sft_alone), "--gpus", "8xA100", "--fix")
     assert code == 0
     assert "- Frameworks detected: llamafactory (" in out
     after = yaml.safe_load(full_sft_alone.read_text())
@@ -113,7 +114,10 @@ def test_audit_fix_keeps_the_method_and_the_global_batch(full_sft_alone, capsys,
     assert after["per_device_train_batch_size"] == 1
     assert after["gradient_accumulation_steps"] == 2
     assert after["deepspeed"] == "examples/deepspeed/ds_z3_config.json"
-    assert (full_sft_alone.parent / "qwen3_full_sft.yaml.bak").exists()
+    backup = full_sft_alone.parent / "qwen3_full_sft.yaml.bak"
+    # written only where a gain clears the KB's threshold (Liger: +4.2% here, under 5%)
+    assert backup.read_text() == original if "wrote" in err else \
+        not backup.exists() and full_sft_alone.read_text() == original
 
 
 def test_repository_deepspeed_path_is_read_as_zero3(full_sft_alone, kb):
@@ -135,12 +139,14 @@ def test_repository_deepspeed_path_is_read_as_zero3(full_sft_alone, kb):
 
 def test_priorities_agree_with_the_estimate(kb, lf_examples):
     config = lf_examples / "train_lora" / "qwen3_lora_sft.yaml"
-    unit = api.audit(str(config), "8xA100", kb=kb, allow=["unsloth"])[0].units[0]
+    unit = api.audit(str(config), "8xL40S", kb=kb, allow=["unsloth"])[0].units[0]
     assert unit.fit.status == "fits"
-    offered = [r for p in ("P0", "P1") for r in unit.recommendations[p]]
+    offered = [r for p in ("P0", "P1", "P2") for r in unit.recommendations[p]]
     assert offered
-    for r in offered:  # the config fits: only what makes it faster is P0 or P1
-        assert r.effect and not r.effect.endswith("+0.0% speed"), (r.id, r.effect)
+    for r in offered:  # the config fits: only what makes it 5% faster (the KB's threshold)
+        assert r.effect and float(r.effect.split(", ")[1].split("%")[0]) >= 5, (r.id, r.effect)
+    refused = {r.id: r for r in unit.checks if r.status == "not_enabled" and r.effect}
+    assert "under the KB's threshold" in refused["F_FA2"].reason  # +0.7%: noise
     names = {r.id: r for r in unit.checks}
     assert names["G_UNSLOTH"].status != "recommended"  # single-GPU only
     assert all("use_unsloth" not in r.changes for r in unit.needs_allow)  # it was allowed
@@ -191,8 +197,11 @@ def test_flow_factory_lists_repo_files_and_training_shape(tmp_path, kb):
     assert "R19_FRAMES" not in errors  # eval.num_frames 42 is not the training shape
     assert "R19_SIZE" not in errors
     assert "train.resolution" not in unit.unknown_keys
-    repair = {c.key: c.new for c in unit.changes}  # another of Flow-Factory's own files
-    assert repair.get("config_file", "").startswith("config/accelerate_configs/")
+    # another of Flow-Factory's own files (config/accelerate_configs/...), which the
+    # project lacks: written beside the config, and named from where the run starts
+    repair = {c.key: c for c in unit.changes}
+    assert repair["config_file"].new == repair["config_file"].new_file == "multi_gpu.yaml"
+    assert "distributed_type" in repair["config_file"].content
     (project / "train.yaml").write_text(WAN22.format(height=385))
     odd = api.audit(str(project), "8xH200", kb=kb)[0].units[0]
     assert "R19_SIZE" in {f.id for f in odd.errors}  # train.resolution is read

@@ -68,12 +68,14 @@ def test_flow_factory_errors_are_true(ff):
     # (target_components as a YAML list) under config/deepspeed/deepspeed_zero2.yaml,
     # which accelerate refuses (one prepared model under DeepSpeed). VIDEO_OFFLOAD
     # (flowfactory.md §4): multinode_examples/train.yaml trains 13-frame Wan2.1 video
-    # with offload_samples_to_cpu off, at 12 batches per epoch (M 48 x K 32 / 32 x 4).
+    # with offload_samples_to_cpu off, at 12 batches per epoch (M 48 x K 32 / 32 x 4):
+    # the repository's advice, which Flow-Factory does not enforce: a warning, not an error
     assert found == {("examples/template/sd3_5/async_reward.yaml", "R11_CONTIGUOUS"),
                      ("multinode_examples/train.yaml", "R11_CONTIGUOUS"),
-                     ("multinode_examples/train.yaml", "VIDEO_OFFLOAD"),
                      ("examples/grpo/lora/wan22/t2v.yaml", "R17"),
                      ("examples/grpo/lora/wan22/i2v.yaml", "R17")}
+    warned = {(u.path, f.id) for u in ff.units for f in u.silent if f.kind == "warning"}
+    assert ("multinode_examples/train.yaml", "VIDEO_OFFLOAD") in warned
 
 
 def test_flow_factory_sections_are_not_flagged(ff):

@@ -1,0 +1,117 @@
+"""Fixes that never hurt: --fix writes only into files the framework trains with
+(LlamaFactory's own inference, merge, predict and v1 examples stay as they are),
+and never changes the recipe, adds memory to a config that does not fit, or
+names a file that is not there."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from kbsolve import api
+from audit_helpers import run_cli
+from plans import shipped_kb
+from shared_data import shared_dir
+
+NOT_TRAINING = ("examples/inference/qwen3_lora_sft.yaml", "examples/merge_lora/qwen3_lora_sft.yaml",
+                "examples/extras/nlg_eval/llama3_lora_predict.yaml",
+                "examples/v1/train_full/train_full_fsdp2.yaml")
+TRAINING = "examples/train_lora/qwen3_lora_sft.yaml"
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return shipped_kb()
+
+
+@pytest.fixture()
+def examples(tmp_path):
+    source = shared_dir("examples") / "llamafactory"
+    for rel in NOT_TRAINING + (TRAINING,):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_fix_writes_only_into_training_configs(kb, examples):
+    before = {rel: (examples / rel).read_bytes() for rel in NOT_TRAINING}
+    report, written = api.audit(str(examples), "8xH100", kb=kb, fix=True)
+    assert set(written) <= {TRAINING}
+    assert {rel: (examples / rel).read_bytes() for rel in NOT_TRAINING} == before
+    for u in report.units:
+        if u.path in NOT_TRAINING:
+            assert u.changes == [] and not any(u.recommendations.values())
+            assert any("not a training config" in n for n in u.notes)
+
+
+def test_fix_symptom_refuses_an_inference_config(examples, capsys):
+    code, _, err = run_cli(capsys, "fix", str(examples / NOT_TRAINING[0]), "--symptom", "oom",
+                           "--gpus", "1xH100")
+    assert code == 2 and "not a training config" in err and len(err.strip().splitlines()) == 1
+
+
+LORA_Z3 = """model_name_or_path: {model}
+stage: sft
+do_train: true
+finetuning_type: {method}
+deepspeed: examples/deepspeed/ds_z3_config.json
+dataset: alpaca_en_demo
+template: qwen
+cutoff_len: 16384
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 2
+bf16: true
+output_dir: saves/x
+"""
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen2.5-72B-Instruct", "my-org/in-house-72b"],
+                         ids=["catalog", "unknown"])
+def test_no_fix_changes_the_batch_or_leaves_zero3(kb, tmp_path, model):
+    # a 72B LoRA under ZeRO-3 that does not fit 8 A100-40G: ZeRO-2 would not shard the
+    # frozen weights, and accumulation 2 -> 8 would change the recipe's global batch;
+    # with the model unknown there is no estimate, so nothing is written at all
+    for method in ("lora", "full"):
+        config = tmp_path / method / "train.yaml"
+        config.parent.mkdir()
+        config.write_text(LORA_Z3.format(model=model, method=method))
+        report, _ = api.audit(str(config), "8xA100-40G-SXM", kb=kb)
+        changes = {c.key: c.new for c in report.units[0].changes}
+        assert "deepspeed" not in changes and "gradient_accumulation_steps" not in changes
+        assert "per_device_train_batch_size" not in changes
+        if model.startswith("my-org"):
+            assert changes == {} and not any(report.units[0].recommendations.values())
+            assert {r.id for r in report.units[0].checks if r.tip}  # one line of tips
+
+
+def test_a_fix_names_only_files_that_exist_where_the_run_starts(kb, tmp_path):
+    # lf_project runs from its root and has no examples/deepspeed/: the ZeRO-3 fix of
+    # oom.yaml writes its DeepSpeed JSON beside the config and names that file
+    from audit_helpers import PROJECTS
+    project = tmp_path / "lf"
+    shutil.copytree(PROJECTS / "lf_project", project)
+    report, written = api.audit(str(project), "8xH100", kb=kb, fix=True)
+    after = {line.split(":", 1)[0]: line.split(":", 1)[1].strip()
+             for line in (project / "configs" / "oom.yaml").read_text().splitlines()
+             if ":" in line and not line.startswith("#")}
+    assert after["deepspeed"] == "configs/ds_z3_config.json"
+    assert (project / after["deepspeed"]).is_file()
+    assert written["configs/oom.yaml"].created == ["ds_z3_config.json"]
+    again = next(u for u in report.units if u.path.endswith("oom.yaml"))
+    assert again.files["deepspeed"] == "configs/ds_z3_config.json"
+    assert {r.id: r.status for r in again.checks}["D_ZERO3"] == "enabled"
+    for u in report.units:  # no change anywhere names a path that is not there
+        for c in u.changes:
+            if isinstance(c.new, str) and c.new.endswith((".json", ".yaml")):
+                assert (project / c.new).is_file() or c.new_file, c
+
+
+@pytest.mark.slow
+def test_no_fix_on_the_real_project_corpus_is_harmful():
+    # bench/data/real_projects (corpus22): audited and fixed with each set's labelled
+    # hardware; no written change writes a recipe key, a missing path, a v0 key into a
+    # v1 file, or more memory into a config labelled OOM (bench/audit_real/harm.py)
+    from bench.audit_real.run import run_all
+    result = run_all(fix=True)
+    assert result["totals"]["harmful"] == 0 and result["tracebacks"] == 0
