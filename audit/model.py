@@ -97,6 +97,7 @@ class UnitReport(BaseModel):
     framework: str
     kind: Literal["config", "code"]
     path: str
+    file_kind: str = Field("", description="the KB's file kind, when one matched")
     files: dict[str, str] = Field(default_factory=dict)
     signs: list[str] = Field(default_factory=list)
     basic: dict[str, Any] = Field(default_factory=dict)
@@ -128,3 +129,7 @@ class AuditReport(BaseModel):
     hardware_source: str = Field("", description="--gpus or nvidia-smi; empty: per config")
     units: list[UnitReport] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    not_audited: list[str] = Field(
+        default_factory=list, description="configs of a kind the KB does not audit (inference, "
+        "export, another framework's look-alike): 'path: not audited: kind (why)'")
+    not_configs: int = Field(0, description="YAML files read that are no config: skipped")

@@ -32,6 +32,7 @@ class Unit:
     launch: LaunchInfo = field(default_factory=LaunchInfo)
     code: str = ""
     notes: list[str] = field(default_factory=list)
+    file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
 
 
 @dataclass
@@ -41,6 +42,9 @@ class Project:
     units: list[Unit]
     notes: list[str]  # skipped files, unreadable configs
     files: int
+    not_audited: list[str] = field(default_factory=list)  # "path: not audited: kind (why)"
+    not_configs: int = 0  # YAML files read that are no config (nor a config's file)
+    unparsed: list[str] = field(default_factory=list)  # "file:line:col: YAML syntax error"
 
 
 def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
@@ -52,9 +56,13 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
     sets = key_sets(kb)
     parsed: dict[str, FlatFile] = {}
     units: list[Unit] = []
+    not_audited: list[str] = []
+    unparsed: list[str] = []
+    yamls = 0
     for entry in tree.files:
         if not kinds.is_yaml(entry.rel):
             continue
+        yamls += 1
         text = texts.text(entry.rel)
         if text is None or not sets.words.search(text):
             continue
@@ -62,20 +70,29 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
             data, positions = data_of(entry, text)
         except Unreadable as error:
             texts.notes.append(str(error))
+            unparsed.append(str(error))
             continue
         if not isinstance(data, dict):
             continue
         values, spans = flatten(data, positions)
         parsed[entry.rel] = FlatFile(entry.rel, values, spans)
         framework, hits = classify(kb, sets, values, votes)
-        if framework is not None:
-            units.append(Unit(framework, "config", entry.rel, {}, hits))
+        if framework is None:
+            continue
+        kind = kinds.kind_of(kb, framework, values)
+        if kind is not None and not kind.audit:
+            not_audited.append(f"{entry.rel}: not audited: {kind.name} ({kind.because})")
+            continue
+        units.append(Unit(framework, "config", entry.rel, {}, hits,
+                          file_kind=kind.name if kind else ""))
     referenced: set[str] = set()
     for unit in units:
         referenced |= _attach(kb, tree, texts, unit, parsed[unit.rel])
     units = [u for u in units if u.rel not in referenced]
+    configs = len(units) + len(not_audited) + len({r for r in referenced if kinds.is_yaml(r)})
     units += _code_units(kb, tree, texts)
-    return Project(tree.root, signs, units, tree.notes + texts.notes, len(tree.files))
+    return Project(tree.root, signs, units, tree.notes + texts.notes, len(tree.files),
+                   not_audited, max(yamls - configs - len(unparsed), 0), unparsed)
 
 
 def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,

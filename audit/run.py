@@ -36,7 +36,16 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
     for sign in project.signs:
         report.frameworks.setdefault(sign.framework, []).append(
             f"{sign.kind} {sign.what} ({sign.where})")
-    if not project.units:
+    report.not_audited, report.not_configs = project.not_audited, project.not_configs
+    report.notes += project.not_audited
+    if project.not_configs:
+        report.notes.append(f"{project.not_configs} YAML file(s) are no training config: "
+                            f"skipped")
+    if not project.units and project.unparsed and not project.not_audited:
+        raise KbError(Diagnostic(project.unparsed[0] + (
+            f" (and {len(project.unparsed) - 1} more unparsable files)"
+            if len(project.unparsed) > 1 else "")))
+    if not project.units and not project.not_audited:
         raise KbError(Diagnostic(f"{path}: no training config or script of a known framework "
                                  f"found ({project.files} files read)"))
     for unit in project.units:  # a config's own signs (a script's imports are listed)
@@ -102,7 +111,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     main = unit.files[main_name]
     out = UnitReport(framework=unit.framework, kind="config", path=unit.rel,
-                     files={name: f.rel for name, f in unit.files.items()},
+                     file_kind=unit.file_kind, files={name: f.rel for name, f in unit.files.items()},
                      signs=unit.signs, notes=list(unit.notes))
     reading = read_options(kb, unit.framework, unit.files)
     hardware = hardware_for(kb, unit, reading, fixed)
