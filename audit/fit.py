@@ -8,7 +8,6 @@ from kbsolve.audit.model import Fit, MemoryTerm
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import facts_used
 from kbsolve.program.metrics import measure
-from kbsolve.program.problem import build_problem
 from kbsolve.solver.report import band, gib
 
 
@@ -28,7 +27,7 @@ def fit_check(ctx: Context):
         return Fit(status="undecided", reason="unknown: " + ", ".join(
             sorted(set(absent) | ({"gpu.memory_gib"} - ctx.facts.keys())))), None
     try:
-        problem = build_problem(kb, ctx.framework, ctx.facts, {})
+        problem = ctx.problem()
         metrics = measure(problem, ctx.assignment)
     except KbError as error:
         return Fit(status="undecided", reason=error.diagnostics[0].message), None
@@ -38,7 +37,12 @@ def fit_check(ctx: Context):
     device, budget = metrics.levels["device"], metrics.budget  # with the band: its upper end
     over = device - budget
     stated = band(problem, metrics)
-    return Fit(status="fits" if over <= 0 else "oom", device_gib=gib(device),
+    host = sum(metrics.host.values(), 0) * ctx.facts.get("query.gpus_per_node", 1)
+    host_budget = None if problem.host_budget_bytes is None else \
+        problem.host_budget_bytes * ctx.facts.get("query.gpus_per_node", 1)
+    return Fit(status="fits" if over <= 0 and metrics.host_fits else "oom",
+               host_gib=gib(host) if metrics.host else None,
+               host_budget_gib=gib(host_budget) if host_budget is not None else None, device_gib=gib(device),
                budget_gib=gib(budget), over_gib=gib(over) if over > 0 else None,
                largest_term=next((t.term for t in breakdown
                                   if stated is None or t.term != stated.rule.split(".", 1)[1]),

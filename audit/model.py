@@ -67,6 +67,9 @@ class Fit(BaseModel):
     budget_gib: float | None = None
     over_gib: float | None = None
     largest_term: str = ""
+    host_gib: float | None = Field(None, description="CPU RAM per node the host terms need")
+    host_budget_gib: float | None = Field(
+        None, description="--host-ram after the host headroom; none: host RAM not judged")
     breakdown: list[MemoryTerm] = Field(default_factory=list)
     reason: str = ""
 

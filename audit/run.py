@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
 from kbsolve.audit.fit import fit_check
-from kbsolve.audit.hardware import Hardware, from_count, from_flag, nvidia_smi
+from kbsolve.audit.flags import Flags
+from kbsolve.audit.hardware import Hardware, from_count, nvidia_smi
 from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, judge_config
 from kbsolve.audit.mapping import Reading, plain, read_options
 from kbsolve.audit.model import AuditReport, UnitReport
-from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.model_lookup import model_folders, model_for
 from kbsolve.audit.read_project import Unit, read_project
 from kbsolve.audit.recommend import changes, choose, repair, sound
 from kbsolve.audit.score import by_priority, score
@@ -26,13 +29,15 @@ AUTO_PRIORITIES = ("P0", "P1")  # P2 items need testing: listed, never written b
 
 
 def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
-                  with_plan: bool = False, allow: tuple[str, ...] = ()) -> AuditReport:
+                  with_plan: bool = False, allow: tuple[str, ...] = (),
+                  flags: Flags | None = None) -> AuditReport:
     allow = check_allow(kb, allow)
-    fixed = from_flag(kb, gpus) if gpus else None
+    flags = (flags or Flags()).resolve(kb, gpus)
+    fixed = flags.fixed
     tree = walk(path)
     project = read_project(kb, tree)
-    report = AuditReport(path=str(project.root), files=project.files, notes=project.notes,
-                         allow=list(allow))
+    report = AuditReport(path=str(project.root), files=project.files,
+                         notes=flags.notes + project.notes, allow=list(allow))
     for sign in project.signs:
         report.frameworks.setdefault(sign.framework, []).append(
             f"{sign.kind} {sign.what} ({sign.where})")
@@ -58,7 +63,8 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
         else:
-            report.units.append(_config_report(kb, unit, fixed, with_plan, allow)[0])
+            report.units.append(_config_report(kb, unit, flags, with_plan, allow,
+                                               project.root)[0])
     shared = fixed or nvidia_smi(kb)
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
@@ -84,29 +90,37 @@ def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
 
 
 def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hardware:
-    if fixed is not None:
+    """The flags' GPUs (`fixed`), else the config's or the launch's count, of the
+    flags' GPU type (--gpu-spec alone) or nvidia-smi's."""
+    if fixed is not None and fixed.per_node is not None:
         return fixed
+    card = fixed.gpu if fixed is not None else None
     declared = {option.source_expr.path: int(reading.values[option.key])
                 for option in kb.options_of(unit.framework)
                 if isinstance(option.source_expr, ir.FactRef) and option.key in reading.values
                 and option.source_expr.path in ("query.num_gpus", "query.nodes")}
     if declared.get("query.num_gpus"):
-        return from_count(kb, declared["query.num_gpus"], declared.get("query.nodes"), "config")
+        return from_count(kb, declared["query.num_gpus"], declared.get("query.nodes"), "config",
+                          card)
     counts = [(f.values.get(k), f.values.get(k.replace("num_processes", "num_machines")))
               for f in unit.files.values() for k in f.values
               if k.rsplit(".", 1)[-1] == "num_processes"]  # accelerate's own keys
     for processes, machines in counts:
         if isinstance(processes, int) and processes > 0:
             return from_count(kb, processes, machines if isinstance(machines, int) else None,
-                              "config")
+                              "config", card)
     if unit.launch.gpus:
         return from_count(kb, unit.launch.gpus, unit.launch.nodes or declared.get("query.nodes"),
-                          "launch script")
+                          "launch script", card)
+    if fixed is not None:  # --gpu-spec alone, no count anywhere: one GPU, as the planner
+        return Hardware(fixed.gpu, 1, 1, f"{fixed.source} (one GPU: no count in the config "
+                                         f"or its launch)")
     return nvidia_smi(kb) or Hardware()
 
 
-def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False,
-                   allow: tuple[str, ...] = ()) -> tuple[UnitReport, Hardware]:
+def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool = False,
+                   allow: tuple[str, ...] = (), root: Path | None = None
+                   ) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     main = unit.files[main_name]
@@ -114,12 +128,12 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
                      file_kind=unit.file_kind, files={name: f.rel for name, f in unit.files.items()},
                      signs=unit.signs, notes=list(unit.notes))
     reading = read_options(kb, unit.framework, unit.files)
-    hardware = hardware_for(kb, unit, reading, fixed)
-    model = find_model(kb, main.values)
+    hardware = hardware_for(kb, unit, reading, flags.fixed)
+    model, model_source = model_for(kb, main.values, model_folders(unit, root), flags.forced)
     unseen = {o.key for o in kb.options_of(unit.framework)
               if o.emits and not any(e.target in unit.files for e in o.emits)}
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
-                        {key for key, _, _ in reading.odd} | unseen)
+                        {key for key, _, _ in reading.odd} | unseen, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
     out.fit, _ = fit_check(ctx)
     estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
@@ -147,10 +161,12 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     out.changes_proven = bool(out.changes) and sound(
         ctx, chosen, must_fit=out.fit.status == "fits", consent=False)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
+    if model is not None and model_source != "catalog":
+        out.basic["model"] += f", from {model_source}"
     if with_plan:
-        from kbsolve.audit.best_plan import best_plan  # loads the Z3 solver
-        out.plan = best_plan(ctx, hardware.spec, model.name if model else None)
-    out.undecided = _undecided(out, ctx)
+        from kbsolve.audit.best_plan import best_plan, plan_query  # loads Z3
+        out.plan = best_plan(ctx, plan_query(hardware, flags, model, model_source))
+    out.undecided = _undecided(out, ctx, None if model is not None else model_source)
     through = sorted(reading.where[k][1] for k in reading.values
                      if kb.options[k].passthrough and k in reading.where)
     if through:  # one line, not a finding each: real keys the KB does not reason about
@@ -169,7 +185,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
 def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, model) -> dict:
     fw = kb.frameworks[unit.framework]
     basic: dict = {"framework": f"{unit.framework} {fw.version}".strip()}
-    basic["model"] = f"{model.name} ({model.params_b:g}B)" if model is not None else "unknown"
+    basic["model"] = f"{model.name} ({model.params_b:g}B)" if model is not None else \
+        "unknown (see Undecided)"
     if fw.task_option:
         key = f"{unit.framework}.{fw.task_option}"
         basic["task"] = f"{fw.task_option}: {plain(ctx.assignment.get(key))}"
@@ -191,10 +208,32 @@ def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, m
     return basic
 
 
-def _undecided(out: UnitReport, ctx: Context) -> list[str]:
-    items = [f"{r.id} ({r.reason})" for r in out.checks if r.status == "undecided"]
-    if out.fit and out.fit.status == "undecided":
-        items.append(f"fit check ({out.fit.reason})")
-    if ctx.missing:
-        items.append("unknown facts: " + ", ".join(sorted(ctx.missing)))
+def _undecided(out: UnitReport, ctx: Context, unknown_model: str | None) -> list[str]:
+    """What is left open, and by what; an unknown model is said once, with
+    everything that waits on it."""
+    on_model: list[str] = []
+    items: list[str] = []
+    for name, reason in [(r.id, r.reason) for r in out.checks if r.status == "undecided"] + \
+            ([("fit check", out.fit.reason)] if out.fit and out.fit.status == "undecided"
+             else []):
+        if unknown_model is not None and _model_only(reason):
+            on_model.append(name)
+        else:
+            items.append(f"{name} ({reason})")
+    missing = sorted(p for p in ctx.missing
+                     if unknown_model is None or not p.startswith("model."))
+    if missing:
+        items.append("unknown facts: " + ", ".join(missing))
+    if unknown_model is not None:
+        items.insert(0, f"the model is unknown ({unknown_model}; give --model NAME, a "
+                        f"config.json or a YAML spec); no verdict rests on a guess of it"
+                        + (f": {', '.join(on_model)}" if on_model else ""))
     return items
+
+
+def _model_only(reason: str) -> bool:
+    """A reason that names only model facts ("needs model.params_b", "unknown: model.x, ...")."""
+    names = reason.split(":", 1)[-1] if reason.startswith("unknown:") else \
+        reason[len("needs "):] if reason.startswith("needs ") else ""
+    parts = [p.strip() for p in names.split(",") if p.strip()]
+    return bool(parts) and all(p.startswith("model.") for p in parts)
