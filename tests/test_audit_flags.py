@@ -91,3 +91,17 @@ def test_cli_flags_and_bad_model(capsys, local_model):
     code, out, _ = run_cli(capsys, "fix", str(local_model / "train.yaml"), "--symptom", "oom",
                            "--gpus", "1xA100", "--model", "qwen3-8b")
     assert code == 0 and "GiB" in out
+
+
+def test_plan_keeps_the_configs_sequence_length(kb, tmp_path):
+    """A 70B LoRA at cutoff_len 20480: the plan is solved at 20480 tokens, so it
+    does not trade accumulation for a micro-batch of 8 (what 2048 tokens allow)."""
+    example = shared_dir("examples") / "llamafactory/examples/train_lora/qwen3_lora_sft.yaml"
+    (tmp_path / "train.yaml").write_text(example.read_text().replace(
+        "Qwen/Qwen3-4B-Instruct-2507", "meta-llama/Meta-Llama-3-70B-Instruct").replace(
+        "cutoff_len: 2048", "cutoff_len: 20480"))
+    plan = _unit(api.audit(str(tmp_path), "8xA100", kb=kb, plan=True)[0]).plan
+    assert plan.status in ("optimal", "feasible")
+    changed = {c.key for c in plan.changes}
+    assert not changed & {"per_device_train_batch_size", "gradient_accumulation_steps",
+                          "cutoff_len"}
