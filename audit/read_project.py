@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from kbsolve.audit.audit_data import as_file, repository_file
 from kbsolve.audit.classify import classify, key_sets
 from kbsolve.audit.code_patterns import has_code_checks
 from kbsolve.audit.detect import ProjectText, Sign, project_signs
-from kbsolve.audit.launch import LaunchInfo, read_launch
+from kbsolve.audit.launch import LaunchInfo, launch_of
 from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.texts import Unreadable, data_of, flatten
 from kbsolve.audit.walk import Entry, Tree
@@ -102,12 +103,13 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     unit.files[main_name] = main
     referenced: set[str] = set()
+    _read_launch(kb, tree, texts, unit, referenced)
     by_key = _reference_keys(kb, unit.framework)
     others = [f for f in fw.files if f.name != main_name and f.kind in ("json", "yaml")]
     for key, value in main.values.items():
         if not isinstance(value, str) or not value.endswith((".json", ".yaml", ".yml")):
             continue
-        rel = _resolve(tree, unit.rel, value)
+        rel = _resolve(tree, unit.rel, value, unit.launch.directory)
         if rel == unit.rel:
             continue
         target = by_key.get(key) or next(
@@ -133,14 +135,42 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
         if flat is not None:
             unit.files[target] = flat
             referenced.add(rel)
-    scripts = {e.rel: texts.text(e.rel) or "" for e in tree.files if kinds.is_shell(e.rel)}
-    name = posixpath.basename(unit.rel)
-    mine = {rel: text for rel, text in scripts.items() if name in text}
-    unit.launch = read_launch(mine)
     for f in fw.files:
         if f.kind == "env" and unit.launch.env:
             unit.files[f.name] = FlatFile(", ".join(unit.launch.scripts), dict(unit.launch.env))
     return referenced
+
+
+def _read_launch(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
+                 referenced: set[str]) -> None:
+    """The scripts whose lines name this config by its path; the accelerate config
+    such a line passes (--config_file) is the framework file the KB's launch
+    templates put there."""
+    name = posixpath.basename(unit.rel)
+    scripts = {e.rel: text for e in tree.files if kinds.is_shell(e.rel)
+               for text in [texts.text(e.rel) or ""] if name in text or "$" in text}
+    unit.launch = launch_of(scripts, unit.rel, set(tree.by_rel()))
+    given = unit.launch.config_file
+    target = _config_file_target(kb, unit.framework)
+    if given is None or target is None or target in unit.files:
+        return
+    if given not in tree.by_rel():
+        unit.notes.append(f"{', '.join(unit.launch.scripts)}: --config_file {given} is not "
+                          f"in the project")
+        return
+    flat = _flat(tree, texts, given, unit)
+    if flat is not None:
+        unit.files[target] = flat
+        referenced.add(given)
+
+
+def _config_file_target(kb: KnowledgeBase, framework: str) -> str | None:
+    """The framework file that the KB's launch templates pass as --config_file."""
+    for launch in kb.frameworks[framework].launches:
+        match = re.search(r"--config_file \{(\w+)\}", launch.command)
+        if match:
+            return match.group(1)
+    return None
 
 
 def _reference_keys(kb: KnowledgeBase, framework: str) -> dict[str, str]:
@@ -155,10 +185,16 @@ def _reference_keys(kb: KnowledgeBase, framework: str) -> dict[str, str]:
     return found
 
 
-def _resolve(tree: Tree, config_rel: str, value: str) -> str | None:
-    """A referenced path, tried from the config's folder up to the project root
-    (and, when one config was named, up the folders above it)."""
+def _resolve(tree: Tree, config_rel: str, value: str,
+             launch_dir: str | None = None) -> str | None:
+    """A referenced path, tried from the directory the launch runs in, then from
+    the config's folder up to the project root (and, when one config was named,
+    up the folders above it)."""
     index = tree.by_rel()
+    if launch_dir is not None:
+        candidate = posixpath.normpath(posixpath.join(launch_dir, value))
+        if candidate in index:
+            return candidate
     folder = posixpath.dirname(config_rel)
     while True:
         candidate = posixpath.normpath(posixpath.join(folder, value))

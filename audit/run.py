@@ -95,6 +95,8 @@ def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hard
     if fixed is not None and fixed.per_node is not None:
         return fixed
     card = fixed.gpu if fixed is not None else None
+    if unit.launch.flagged and unit.launch.gpus:  # the launcher's flag beats its config file
+        return from_count(kb, unit.launch.gpus, unit.launch.nodes, "launch script", card)
     declared = {option.source_expr.path: int(reading.values[option.key])
                 for option in kb.options_of(unit.framework)
                 if isinstance(option.source_expr, ir.FactRef) and option.key in reading.values
