@@ -29,6 +29,7 @@ class Context:
     missing: set[str] = field(default_factory=set)  # facts asked for but unknown
     unread: set[str] = field(default_factory=set)  # options set to values the KB lacks
     allowed: frozenset[str] = frozenset()  # optin keys the user allows (--allow)
+    odd: set[str] = field(default_factory=set)  # options written as values the KB lacks
     host_budget: Fraction | None = None  # CPU RAM per GPU process (--host-ram), bytes
     _verdicts: dict | None = field(default=None, repr=False)  # rule id -> holds now?
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from kbsolve.audit.assess import Context, facts_needed
+from kbsolve.audit.assess import Context, facts_needed, options_needed
 from kbsolve.audit.model import Fit, MemoryTerm
 from kbsolve.diagnostics import KbError
-from kbsolve.dsl.ir import facts_used
+from kbsolve.dsl.ir import facts_used, options_used
 from kbsolve.program.metrics import measure
 from kbsolve.solver.report import band, gib
 
@@ -18,9 +18,14 @@ def fit_check(ctx: Context):
     if not terms:
         return Fit(status="undecided", reason="the KB has no memory model for this framework"), \
             None
-    needed = set()
+    needed, read = set(), set()
     for term in terms:
         needed |= facts_used(term.expr) | facts_needed(kb, term.expr)
+        read |= options_used(term.expr) | options_needed(kb, term.expr)
+    odd = sorted(k.split(".", 1)[1] for k in read & ctx.odd)
+    if odd:  # never judged at a default the user did not write
+        return Fit(status="undecided", reason="a value the KB does not model: " +
+                   ", ".join(odd)), None
     absent = sorted(p for p in needed if p not in ctx.facts)
     if absent or "gpu.memory_gib" not in ctx.facts:
         ctx.missing |= set(absent) | ({"gpu.memory_gib"} - ctx.facts.keys())

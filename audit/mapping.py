@@ -30,6 +30,8 @@ class Reading:
     raw: dict[str, Any] = field(default_factory=dict)  # option key -> value as written
     used: set[tuple[str, str]] = field(default_factory=set)  # (target, key) read
     odd: list[tuple[str, str, Any]] = field(default_factory=list)  # (option, key, raw)
+    outside: list[tuple[str, str, Any]] = field(default_factory=list)  # judged as written
+    disagree: list[tuple[str, list[str]]] = field(default_factory=list)  # (option, "file: raw")
     aliased: list[tuple[str, str, Any, Any, str]] = field(default_factory=list)
     ambiguous: list[tuple[str, tuple]] = field(default_factory=list)
 
@@ -109,7 +111,11 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
               reading: Reading) -> None:
     candidates: list | None = list(option.domain) if option.domain is not None else None
     present = False
+    first: list | None = None  # the candidates the first file holding the option leaves
+    seen: list[str] = []
     for emit in option.emits:
+        if present and first is None:
+            first = list(candidates) if candidates is not None else None
         file = files.get(emit.target)
         if file is None:
             continue
@@ -119,6 +125,7 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
                 candidates = [c for c in candidates if mapping.get(c, c) is None]
             continue
         raw = file.values[emit.key]
+        seen.append(f"{file.rel}: {raw}")
         reading.used.add((emit.target, emit.key))
         if not present:
             reading.where[option.key] = (emit.target, emit.key)
@@ -133,6 +140,11 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
             candidates = kept
             continue
         value = coerce(option, raw)
+        if value is not _NO_VALUE and not _in_domain(option, value) and \
+                _as_written(option, value):
+            reading.outside.append((option.key, emit.key, raw))
+            reading.values[option.key] = value
+            return
         if value is _NO_VALUE or not _in_domain(option, value):
             alias = _value_alias(option, raw)
             if alias is None:
@@ -143,6 +155,9 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         candidates = [value] if candidates is None else [c for c in candidates if c == value]
     if not present:
         return
+    if not candidates and first:  # the files disagree: the main file's value, as written
+        reading.disagree.append((option.key, seen))
+        candidates = first
     if not candidates:
         reading.odd.append((option.key, reading.where[option.key][1], reading.raw[option.key]))
         return
@@ -152,6 +167,18 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         reading.ambiguous.append((option.key, tuple(candidates)))
     reading.values[option.key] = option.default if option.default in candidates \
         else candidates[0]
+
+
+def _as_written(option: Option, value: Any) -> bool:
+    """A number outside the option's search domain that the formulas can still
+    take as written (micro-batch 3 where the planner tries 1, 2, 4, ...): of the
+    option's type (whole when it is integral), not below the domain's least value."""
+    if option.type.kind != "num" or not isinstance(value, Fraction):
+        return False
+    if option.type.integral and value.denominator != 1:
+        return False
+    least = min(option.domain) if option.domain else option.low
+    return least is None or value >= least
 
 
 def _in_domain(option: Option, value: Any) -> bool:

@@ -137,6 +137,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
                         {key for key, _, _ in reading.odd} | unseen, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
+    ctx.odd = {key for key, _, _ in reading.odd}
     out.fit, _ = fit_check(ctx)
     estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
         else None
@@ -178,9 +179,18 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
         out.notes.append(f"{key.split('.', 1)[1]}: could be any of "
                          f"{', '.join(str(plain(c)) for c in candidates)}; "
                          f"taken as {plain(reading.values[key])}")
+    for key, seen in reading.disagree:
+        out.notes.append(f"{key.split('.', 1)[1]}: the files disagree ({'; '.join(seen)}); "
+                         f"read as the first, {plain(reading.values[key])}")
+    for key, yaml_key, raw in reading.outside:
+        domain = kb.options[key].domain
+        out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} is "
+                         f"outside the values the planner searches"
+                         + (f" ({', '.join(str(plain(v)) for v in domain)})" if domain else "")
+                         + "; judged as written")
     for key, yaml_key, raw in reading.odd:
         out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
-                         f"is not a value kbsolve knows; judged at the default")
+                         f"is not a value kbsolve knows; what reads it is undecided")
     return out, hardware
 
 

@@ -105,3 +105,36 @@ def test_plan_keeps_the_configs_sequence_length(kb, tmp_path):
     changed = {c.key for c in plan.changes}
     assert not changed & {"per_device_train_batch_size", "gradient_accumulation_steps",
                           "cutoff_len"}
+
+
+def test_values_are_judged_as_written(kb, tmp_path):
+    """A micro-batch of 3 (outside the planner's 1, 2, 4, ...) is 3, not the default."""
+    example = shared_dir("examples") / "llamafactory/examples/train_lora/qwen3_lora_sft.yaml"
+    fits = {}
+    for batch in (3, 4):
+        folder = tmp_path / str(batch)
+        folder.mkdir()
+        (folder / "train.yaml").write_text(example.read_text().replace(
+            "per_device_train_batch_size: 1", f"per_device_train_batch_size: {batch}"))
+        fits[batch] = _unit(api.audit(str(folder), "1xA100", kb=kb)[0])
+    three = fits[3]
+    assert any("per_device_train_batch_size: 3 is outside" in n and "judged as written" in n
+               for n in three.notes)
+    assert three.fit.status == "fits" and three.fit.device_gib < fits[4].fit.device_gib
+
+
+def test_flow_factory_precision_is_the_configs_own(kb, tmp_path):
+    """Flow-Factory's launcher passes the YAML's mixed_precision to accelerate
+    (src/flow_factory/cli.py:149,177 @a0b2bc5), over its config file's: fp16 is fp16."""
+    example = shared_dir("examples") / "flow-factory/examples/awm/lora/flux1/default.yaml"
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "acc.yaml").write_text(
+        "distributed_type: MULTI_GPU\nmixed_precision: bf16\nnum_processes: 8\nnum_machines: 1\n")
+    text = example.read_text().replace('mixed_precision: "bf16"', 'mixed_precision: "fp16"')
+    text = text.replace("config_file: config/deepspeed/deepspeed_zero2.yaml",
+                        "config_file: config/acc.yaml")
+    (tmp_path / "train.yaml").write_text(text)
+    unit = _unit(api.audit(str(tmp_path), "8xH100", kb=kb)[0])
+    statuses = {c.id: c.status for c in unit.checks}
+    assert statuses["A_BF16"] != "enabled" and statuses["A_INFER_DTYPE"] == "enabled"
+    assert any("files disagree" in n and "fp16" in n for n in unit.notes)
