@@ -4,6 +4,7 @@ settings the framework ignores or rejects (silent failures)."""
 from __future__ import annotations
 
 from kbsolve.audit.assess import Context, Undecided
+from kbsolve.audit.versions import excludes
 from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
 from kbsolve.audit.model import Finding
 from kbsolve.dsl.ir import facts_used, options_used
@@ -14,9 +15,14 @@ def _suffix(key: str, name: str) -> bool:
     return key == name or key.endswith("." + name)
 
 
-def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile]) -> list[Finding]:
+def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile],
+                version=None) -> list[Finding]:
+    """The hard rules the config breaks; `version`: the project's (versions.py),
+    which leaves out rules whose `versions` exclude it."""
     found = []
     for rule in ctx.kb.of(ctx.kb.rules, ctx.framework):
+        if excludes(rule.meta.versions, version):
+            continue
         try:
             if ctx.keeps(rule):
                 continue

@@ -17,6 +17,7 @@ from kbsolve.audit.detect import ProjectText, Sign, project_signs
 from kbsolve.audit.launch import LaunchInfo, launch_of
 from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.texts import Unreadable, data_of, flatten
+from kbsolve.audit.versions import project_version
 from kbsolve.audit.walk import Entry, Tree
 
 MAX_LEVELS_UP = 4
@@ -46,6 +47,7 @@ class Project:
     not_audited: list[str] = field(default_factory=list)  # "path: not audited: kind (why)"
     not_configs: int = 0  # YAML files read that are no config (nor a config's file)
     unparsed: list[str] = field(default_factory=list)  # "file:line:col: YAML syntax error"
+    versions: dict = field(default_factory=dict)  # framework -> ProjectVersion (pinned or vendored)
 
 
 def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
@@ -90,10 +92,12 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
     for unit in units:
         referenced |= _attach(kb, tree, texts, unit, parsed[unit.rel])
     units = [u for u in units if u.rel not in referenced]
+    versions = {fw: project_version(kb, fw, texts) for fw in {u.framework for u in units}}
     configs = len(units) + len(not_audited) + len({r for r in referenced if kinds.is_yaml(r)})
     units += _code_units(kb, tree, texts)
     return Project(tree.root, signs, units, tree.notes + texts.notes, len(tree.files),
-                   not_audited, max(yamls - configs - len(unparsed), 0), unparsed)
+                   not_audited, max(yamls - configs - len(unparsed), 0), unparsed,
+                   {fw: v for fw, v in versions.items() if v is not None})
 
 
 def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,

@@ -64,7 +64,8 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
             report.units.append(_code_report(kb, unit))
         else:
             report.units.append(_config_report(kb, unit, flags, with_plan, allow,
-                                               project.root)[0])
+                                               project.root,
+                                               project.versions.get(unit.framework))[0])
     shared = fixed or nvidia_smi(kb)
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
@@ -121,8 +122,8 @@ def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hard
 
 
 def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool = False,
-                   allow: tuple[str, ...] = (), root: Path | None = None
-                   ) -> tuple[UnitReport, Hardware]:
+                   allow: tuple[str, ...] = (), root: Path | None = None,
+                   version=None) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
     main_name = next(f.name for f in fw.files if f.kind == "yaml")
     main = unit.files[main_name]
@@ -149,7 +150,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
                                                     reading)
     rejected = fw.unknown_keys == "error"
-    out.errors = find.rule_errors(ctx, reading, unit.files) + (key_found if rejected else [])
+    out.errors = find.rule_errors(ctx, reading, unit.files, version) + \
+        (key_found if rejected else [])
     out.silent = ([] if rejected else key_found) + \
         find.value_findings(ctx, reading, unit.files, main_name)
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
@@ -164,6 +166,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     out.changes_proven = bool(out.changes) and sound(
         ctx, chosen, must_fit=out.fit.status == "fits", consent=False)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
+    out.basic["framework"] = _follows(kb, unit.framework, version)
     if model is not None and model_source != "catalog":
         out.basic["model"] += f", from {model_source}"
     if with_plan:
@@ -192,6 +195,18 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
         out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
                          f"is not a value kbsolve knows; what reads it is undecided")
     return out, hardware
+
+
+def _follows(kb, framework: str, version) -> str:
+    """Which version the verdicts follow: the KB's, and the project's when it says."""
+    described = kb.frameworks[framework].version
+    line = f"{framework} {described}".strip() + " (verdicts follow the KB's rules of this version)"
+    if version is not None:
+        kind = "pins" if version.pinned else "requires"
+        line += f"; the project {kind} {version.version} ({version.where})"
+        if version.pinned and version.version != described:
+            line += ": rules limited to other versions are left out"
+    return line
 
 
 def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, model) -> dict:

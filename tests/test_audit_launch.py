@@ -75,3 +75,21 @@ def test_paths_resolve_from_the_directory_the_launch_runs_in(kb, tmp_path):
     unit = units["configs/sft.yaml"]
     assert unit.files["deepspeed"] == "LLaMA-Factory/examples/deepspeed/ds_z3_config.json"
     assert unit.basic["launch"] == "train.sh"
+
+
+@pytest.mark.parametrize("path, text, kept", [
+    ("requirements.txt", "llamafactory==0.8.3\ntorch>=2.4\n", False),
+    ("requirements.txt", "llamafactory==0.9.3\n", True),
+    ("LLaMA-Factory/src/llamafactory/extras/env.py", 'VERSION = "0.8.3"\n', False)])
+def test_framework_version_the_project_pins(kb, tmp_path, path, text, kept):
+    """Rules limited to versions (P18, `versions ">=0.9.0"`) follow the version the
+    project pins or vendors, and the report says which one."""
+    examples = shared_dir("examples") / "llamafactory" / "examples"
+    (tmp_path / "train.yaml").write_text(
+        (examples / "train_lora/qwen3_lora_sft_ds3.yaml").read_text() + "use_unsloth: true\n")
+    (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / path).write_text(text)
+    unit = _units(kb, tmp_path)[0]["train.yaml"]
+    version = "0.8.3" if "0.8.3" in text else "0.9.3"
+    assert f"pins {version} ({path}:1)" in unit.basic["framework"]
+    assert ("P18" in {f.id for f in unit.errors}) is kept
