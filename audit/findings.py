@@ -4,7 +4,9 @@ settings the framework ignores or rejects (silent failures)."""
 from __future__ import annotations
 
 from kbsolve.audit.assess import Context, Undecided
+from kbsolve.audit.accepted_keys import accepted_keys
 from kbsolve.audit.versions import excludes
+from kbsolve.diagnostics import did_you_mean
 from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
 from kbsolve.audit.model import Finding
 from kbsolve.dsl.ir import facts_used, options_used
@@ -53,7 +55,8 @@ def _shown(value) -> str:
 
 
 def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFile,
-                 reading: Reading) -> tuple[list[Finding], list[str]]:
+                 reading: Reading, accepted: str = "training"
+                 ) -> tuple[list[Finding], list[str]]:
     """Keys that are not options: invented (nokey), old names (alias), in the
     wrong section; and the rest, which the KB does not describe."""
     options = kb.options_of(framework)
@@ -98,7 +101,32 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
                                     fix={key: None, home: main.values[key]}))
             continue
         unknown.append(key)
-    return findings, unknown
+    return _refused(kb, framework, main, main_keys, findings, unknown, accepted)
+
+
+def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
+             findings: list[Finding], unknown: list[str],
+             kind: str) -> tuple[list[Finding], list[str]]:
+    """Where the KB holds the framework's accepted keys: a key its parser refuses is
+    an error with a "did you mean"; the accepted rest stay as keys not modelled."""
+    table = accepted_keys(kb, framework, kind)
+    if table is None:
+        return findings, unknown
+    kept = []
+    for key in unknown:
+        if table.accepts(key):
+            kept.append(key)
+            continue
+        known = table.keys | {k.split(".", 1)[0] for k in main_keys}
+        hint = did_you_mean(key.replace(" ", "_").lower(), known)
+        close = [k for k in known if k == key.replace(" ", "_").lower()]
+        findings.append(Finding(
+            kind="refused", id=key, location=str(main.spans.get(key) or main.rel),
+            message=f"'{key}' is refused by {framework}'s argument parser{hint}".rstrip(),
+            message_zh=f"'{key}' 会被 {framework} 的参数解析器拒绝{hint}".rstrip(),
+            because=table.because, source=table.source,
+            fix={key: None, close[0]: main.values[key]} if close else {key: None}))
+    return findings, kept
 
 
 def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
@@ -147,3 +175,30 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
                              message=warning.meta.because, because=warning.meta.because,
                              source=warning.meta.source))
     return found
+
+
+def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFile]
+                    ) -> tuple[list[Finding], list[Finding]]:
+    """(errors, silent failures): values the framework refuses, and values it reads
+    as something else without a word (kb/<framework>/accepted_keys.yaml `values`)."""
+    errors, silent = [], []
+    for key, yaml_key, raw, effect in reading.effects:
+        where = reading.span(files, key)
+        shown = _shown(raw)
+        if effect.effect == "refused":
+            errors.append(Finding(kind="refused_value", id=yaml_key, location=where,
+                                  message=f"{yaml_key}: {shown} is refused: {effect.because}",
+                                  message_zh=f"{yaml_key}: {shown} 会被拒绝：{effect.because}",
+                                  because=effect.because, source=effect.source))
+        else:
+            as_read = ", ".join(f"{k}: {_shown(v)}" for k, v in effect.read_as.items())
+            meant = next((a.new for a in kb.options[key].value_aliases
+                          if str(a.old).lower() == str(raw).lower()), None)
+            silent.append(Finding(kind="no_op", id=yaml_key, location=where,
+                                  fix={yaml_key: _shown(meant)} if meant is not None else {},
+                                  message=f"{yaml_key}: {shown} does nothing"
+                                          + (f"; the run is read as {as_read}" if as_read else "")
+                                          + f" ({effect.because})",
+                                  message_zh=f"{yaml_key}: {shown} 不起作用（{effect.because}）",
+                                  because=effect.because, source=effect.source))
+    return errors, silent

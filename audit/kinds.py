@@ -55,6 +55,7 @@ class FileKind:
     none: tuple[str, ...]
     because: str
     source: str
+    keys: str = "training"  # the table of accepted keys that applies (accepted_keys.yaml); "none"
 
     def matches(self, values: dict[str, Any]) -> bool:
         return all(_holds(c, values) for c in self.all) and \
@@ -133,5 +134,6 @@ def _load(kb, framework: str) -> KindData:
             if section == "lookalikes" and audit:
                 raise fail("a look-alike of another framework is never audited", at)
             into.append(FileKind(str(entry["name"]), bool(audit), lists["all"], lists["any"],
-                                 lists["none"], str(entry["because"]), str(entry["source"])))
+                                 lists["none"], str(entry["because"]), str(entry["source"]),
+                                 str(entry.get("keys", "training"))))
     return out

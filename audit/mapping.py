@@ -11,6 +11,7 @@ from kbsolve.diagnostics import KbError, Span
 from kbsolve.dsl.ir import options_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.evaluate import Evaluator
+from kbsolve.audit.accepted_keys import value_effect
 from kbsolve.program.repo_files import NO_VALUE as _NO_VALUE, coerce  # noqa: F401 (moved there)
 
 
@@ -32,6 +33,8 @@ class Reading:
     odd: list[tuple[str, str, Any]] = field(default_factory=list)  # (option, key, raw)
     outside: list[tuple[str, str, Any]] = field(default_factory=list)  # judged as written
     disagree: list[tuple[str, list[str]]] = field(default_factory=list)  # (option, "file: raw")
+    effects: list[tuple[str, str, Any, Any]] = field(default_factory=list)  # (option, key, raw,
+    #   ValueEffect): values the framework refuses or ignores (accepted_keys.yaml)
     aliased: list[tuple[str, str, Any, Any, str]] = field(default_factory=list)
     ambiguous: list[tuple[str, tuple]] = field(default_factory=list)
 
@@ -49,6 +52,10 @@ def read_options(kb: KnowledgeBase, framework: str, files: dict[str, FlatFile]) 
     for option in kb.options_of(framework):
         _read_one(kb, option, files, paths, reading)
     _read_multi_keys(kb, framework, files, reading)
+    for _, _, _, effect in reading.effects:
+        for name, value in effect.read_as.items():
+            reading.values[f"{framework}.{name}"] = coerce(kb.options[f"{framework}.{name}"],
+                                                           value)
     return reading
 
 
@@ -127,6 +134,12 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         raw = file.values[emit.key]
         seen.append(f"{file.rel}: {raw}")
         reading.used.add((emit.target, emit.key))
+        effect = value_effect(kb, option.framework, emit.key, raw)
+        if effect is not None:  # refused: nothing is read; ignored: as the framework reads it
+            reading.where[option.key] = (emit.target, emit.key)
+            reading.raw[option.key] = raw
+            reading.effects.append((option.key, emit.key, raw, effect))
+            return
         if not present:
             reading.where[option.key] = (emit.target, emit.key)
             reading.raw[option.key] = raw

@@ -35,6 +35,7 @@ class Unit:
     code: str = ""
     notes: list[str] = field(default_factory=list)
     file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
+    accepted: str = "training"  # which table of the parser's accepted keys applies
 
 
 @dataclass
@@ -87,7 +88,8 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
             not_audited.append(f"{entry.rel}: not audited: {kind.name} ({kind.because})")
             continue
         units.append(Unit(framework, "config", entry.rel, {}, hits,
-                          file_kind=kind.name if kind else ""))
+                          file_kind=kind.name if kind else "",
+                          accepted=kind.keys if kind else "training"))
     referenced: set[str] = set()
     for unit in units:
         referenced |= _attach(kb, tree, texts, unit, parsed[unit.rel])

@@ -135,10 +135,11 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     model, model_source = model_for(kb, main.values, model_folders(unit, root), flags.forced)
     unseen = {o.key for o in kb.options_of(unit.framework)
               if o.emits and not any(e.target in unit.files for e in o.emits)}
+    refused = {key for key, _, _, _ in reading.effects}  # what reads them is undecided
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
-                        {key for key, _, _ in reading.odd} | unseen, flags.host_ram)
+                        {key for key, _, _ in reading.odd} | unseen | refused, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
-    ctx.odd = {key for key, _, _ in reading.odd}
+    ctx.odd = {key for key, _, _ in reading.odd} | refused
     out.fit, _ = fit_check(ctx)
     estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
         else None
@@ -148,11 +149,12 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
     key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
-                                                    reading)
+                                                    reading, unit.accepted)
     rejected = fw.unknown_keys == "error"
+    refusals, ignored = find.effect_findings(kb, reading, unit.files)
     out.errors = find.rule_errors(ctx, reading, unit.files, version) + \
-        (key_found if rejected else [])
-    out.silent = ([] if rejected else key_found) + \
+        (key_found if rejected else []) + refusals
+    out.silent = ([] if rejected else key_found) + ignored + \
         find.value_findings(ctx, reading, unit.files, main_name)
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     fixes = repair(ctx, [f.id for f in out.errors if f.kind == "rule"])
