@@ -157,6 +157,7 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
         value = user.get(option.key, option.default)  # the config's value, or the default
         if value is not None:
             query[name] = _whole(value)
+    _unbound_shape(kb, framework, user, query)
     facts = collect_facts(kb, hardware.gpu, model, query)
     context = Context(kb, framework, facts, {}, dict(user), unread=set(unread))
     derived = []  # `from` expressions that read other options: after the first pass
@@ -185,6 +186,20 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
     return context
 
 
+def _unbound_shape(kb: KnowledgeBase, framework: str, user: dict[str, Any],
+                   query: dict[str, Any]) -> None:
+    """A training-shape fact no option of the framework sets (frames for an image
+    trainer) is the vocabulary's value, as the planner takes it: the framework has
+    no way to change it. Shape facts an option sets stay the config's, or unknown."""
+    from kbsolve.catalog.schema import query_facts
+    from kbsolve.solver.query import _SHAPE_FLAGS
+    bound = {path.split(".", 1)[1] for path in fact_options(kb, framework, user)}
+    defaults = query_facts({}, kb.vocabulary)
+    for name in _SHAPE_FLAGS:
+        if name not in query and name not in bound and defaults.get(name) is not None:
+            query[name] = defaults[name]
+
+
 def fact_options(kb: KnowledgeBase, framework: str, user: dict[str, Any]) -> dict:
     """Query fact -> the option tied to it (`from query.X`) that gives it: the one
     the KB's audit data names (the training shape, not the evaluation's), else the
@@ -202,6 +217,8 @@ def fact_options(kb: KnowledgeBase, framework: str, user: dict[str, Any]) -> dic
                 found[path] = option
         elif path not in found or (option.key in user and found[path].key not in user):
             found[path] = option
+    for path, key in named.items():  # a fact the KB's audit data ties to an option only there
+        found.setdefault(path, kb.options[key])
     return found
 
 

@@ -63,10 +63,27 @@ class FileKind:
             not any(_holds(c, values) for c in self.none)
 
 
+@dataclass(frozen=True)
+class LaunchSignature:
+    """A command line that runs the framework: one of `any` (the module or script
+    it runs) and every word of `all` on the line; `config_flag` names the flag that
+    passes the framework's own config file."""
+    name: str
+    any: tuple[str, ...]
+    all: tuple[str, ...]
+    config_flag: str
+    because: str
+    source: str
+
+    def matches_line(self, line: str) -> bool:
+        return any(word in line for word in self.any) and all(w in line for w in self.all)
+
+
 @dataclass
 class KindData:
     kinds: list[FileKind] = field(default_factory=list)  # the framework's own, in order
     lookalikes: list[FileKind] = field(default_factory=list)  # other frameworks' files
+    launches: list[LaunchSignature] = field(default_factory=list)  # flag-driven runs
 
 
 def _holds(condition: str, values: dict[str, Any]) -> bool:
@@ -136,4 +153,17 @@ def _load(kb, framework: str) -> KindData:
             into.append(FileKind(str(entry["name"]), bool(audit), lists["all"], lists["any"],
                                  lists["none"], str(entry["because"]), str(entry["source"]),
                                  str(entry.get("keys", "training"))))
+    for i, entry in enumerate(data.get("launches") or []):
+        at = ("launches", i)
+        if not isinstance(entry, dict) or not all(entry.get(f) for f in
+                                                  ("name", "any", "because", "source")):
+            raise fail("a launch needs name, any, because and source", at)
+        words = {part: entry.get(part) or [] for part in ("any", "all")}
+        if not all(isinstance(w, list) and all(isinstance(x, str) and x for x in w)
+                   for w in words.values()):
+            raise fail("any, all: lists of words", at)
+        out.launches.append(LaunchSignature(str(entry["name"]), tuple(words["any"]),
+                                            tuple(words["all"]),
+                                            str(entry.get("config_flag") or ""),
+                                            str(entry["because"]), str(entry["source"])))
     return out

@@ -116,6 +116,7 @@ def _by_static_emits(kb: KnowledgeBase, option: Option, files: dict[str, FlatFil
 
 def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], paths: set,
               reading: Reading) -> None:
+    flag_files = {f.name for f in kb.frameworks[option.framework].files if f.kind == "args"}
     candidates: list | None = list(option.domain) if option.domain is not None else None
     present = False
     first: list | None = None  # the candidates the first file holding the option leaves
@@ -145,13 +146,21 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
             reading.raw[option.key] = raw
         present = True
         if mapping is not None and candidates is not None:
-            kept = [c for c in candidates if _written(mapping.get(c, c), raw, paths, option)]
+            kept = [c for c in candidates if _written(mapping.get(c, c), raw, paths, option)
+                    or (mapping.get(c, c) is None and emit.target in flag_files
+                        and _written(c, raw, paths, option))]  # a flag's default, spelt out
             alias = None if kept else _value_alias(option, raw)
             if alias is not None:
-                reading.aliased.append((option.key, emit.key, raw, alias.new, alias.note))
+                if str(alias.new) != str(raw):  # the value itself, spelt as the KB's: no word
+                    reading.aliased.append((option.key, emit.key, raw, alias.new, alias.note))
                 kept = [c for c in candidates if c == alias.new]
             candidates = kept
             continue
+        if mapping is not None and candidates is None:  # no domain: the map read backwards
+            back = [k for k, out in mapping.items() if _written(out, raw, paths, option)]
+            if len(back) == 1:
+                candidates = back
+                continue
         value = coerce(option, raw)
         if value is not _NO_VALUE and not _in_domain(option, value) and \
                 _as_written(option, value):

@@ -98,7 +98,7 @@ class BestPlan(BaseModel):
 
 class UnitReport(BaseModel):
     framework: str
-    kind: Literal["config", "code"]
+    kind: Literal["config", "launch", "code"]
     path: str
     file_kind: str = Field("", description="the KB's file kind, when one matched")
     files: dict[str, str] = Field(default_factory=dict)

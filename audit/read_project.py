@@ -15,6 +15,7 @@ from kbsolve.audit.classify import classify, key_sets
 from kbsolve.audit.code_patterns import has_code_checks
 from kbsolve.audit.detect import ProjectText, Sign, project_signs
 from kbsolve.audit.launch import LaunchInfo, launch_of
+from kbsolve.audit.read_launches import launch_units
 from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.texts import Unreadable, data_of, flatten
 from kbsolve.audit.versions import project_version
@@ -27,7 +28,7 @@ from kbsolve.dsl.kb import KnowledgeBase
 @dataclass
 class Unit:
     framework: str
-    kind: str  # config | code
+    kind: str  # config | launch | code
     rel: str
     files: dict[str, FlatFile] = field(default_factory=dict)  # framework file name -> data
     signs: list[str] = field(default_factory=list)
@@ -96,6 +97,8 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
     units = [u for u in units if u.rel not in referenced]
     versions = {fw: project_version(kb, fw, texts) for fw in {u.framework for u in units}}
     configs = len(units) + len(not_audited) + len({r for r in referenced if kinds.is_yaml(r)})
+    units += launch_units(kb, tree, texts,
+                          lambda fw, rel, signs: Unit(fw, "launch", rel, {}, signs))
     units += _code_units(kb, tree, texts)
     return Project(tree.root, signs, units, tree.notes + texts.notes, len(tree.files),
                    not_audited, max(yamls - configs - len(unparsed), 0), unparsed,

@@ -54,7 +54,7 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
         raise KbError(Diagnostic(f"{path}: no training config or script of a known framework "
                                  f"found ({project.files} files read)"))
     for unit in project.units:  # a config's own signs (a script's imports are listed)
-        if unit.kind != "config":
+        if unit.kind == "code":
             continue
         signs = report.frameworks.setdefault(unit.framework, [])
         mine = ", ".join(unit.signs) if unit.signs else "its keys"
@@ -125,9 +125,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
                    allow: tuple[str, ...] = (), root: Path | None = None,
                    version=None) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
-    main_name = next(f.name for f in fw.files if f.kind == "yaml")
+    main_name = next(f.name for f in fw.files
+                     if f.kind == ("args" if unit.kind == "launch" else "yaml"))
     main = unit.files[main_name]
-    out = UnitReport(framework=unit.framework, kind="config", path=unit.rel,
+    out = UnitReport(framework=unit.framework, kind=unit.kind, path=unit.rel,
                      file_kind=unit.file_kind, files={name: f.rel for name, f in unit.files.items()},
                      signs=unit.signs, notes=list(unit.notes))
     reading = read_options(kb, unit.framework, unit.files)
