@@ -1,0 +1,20 @@
+deepspeed  --include localhost:0,1,2,3,4 --master_port=9901 src/train_bash.py\
+    --stage rm \
+    --do_train \
+    --model_name_or_path /root/autodl-tmp/users/xyh/Llama-2-13b-hf \
+    --adapter_name_or_path /root/autodl-tmp/users/xyh/LLaMA-Factory/path_to_sft_checkpoint_3 \
+    --create_new_adapter \
+    --dataset comparison_gpt4_en \
+    --template default \
+    --finetuning_type lora \
+    --lora_target q_proj,v_proj \
+    --output_dir path_to_rm_checkpoint \
+    --per_device_train_batch_size 1 \
+    --gradient_accumulation_steps 4 \
+    --lr_scheduler_type cosine \
+    --logging_steps 10 \
+    --save_steps 1000 \
+    --learning_rate 1e-6 \
+    --num_train_epochs 1.0 \
+    --plot_loss \
+    --bf16

@@ -1,0 +1,1 @@
+CONFIG_FILE="./torchtitan/models/flux/train_configs/debug_model.toml" ./torchtitan/models/flux/run_train.sh --training.local-batch-size 4 --training.dataset cc12m-wds --training.steps 30_000 --metrics.log-freq 100
