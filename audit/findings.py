@@ -202,3 +202,42 @@ def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFi
                                   message_zh=f"{yaml_key}: {shown} 不起作用（{effect.because}）",
                                   because=effect.because, source=effect.source))
     return errors, silent
+
+
+def missing_files(kb: KnowledgeBase, framework: str, missing: dict[str, str], main: FlatFile,
+                  launch_dir: str | None, known: list[str]) -> list[Finding]:
+    """Paths the config names that are not where the run starts (nor the framework's
+    own files): the run stops when it opens them."""
+    from kbsolve.audit.audit_data import audit_data
+    own = [e.path for e in audit_data(kb, framework).repository_files]
+    found = []
+    for key, value in missing.items():
+        hint = did_you_mean(value, own + known)
+        start = f"from {launch_dir or 'the project root'}" if launch_dir is not None else \
+            "from the config's folder or the project root"
+        found.append(Finding(kind="missing_file", id=key, location=str(main.spans.get(key) or
+                                                                        main.rel),
+                             message=f"{key}: {value} does not exist {start}{hint}",
+                             message_zh=f"{key}: {value} 不存在{hint}",
+                             because="the framework opens this file when the run starts"))
+    return found
+
+
+def launch_findings(unit, hardware) -> list[Finding]:
+    """A launch that starts more processes on a node than the GPUs it lets them see."""
+    devices = unit.launch.env.get("CUDA_VISIBLE_DEVICES", "")
+    visible = [d for d in devices.split(",") if d.strip()]
+    if not visible or not all(d.strip().isdigit() for d in visible) or hardware.per_node is None \
+            or hardware.per_node <= len(visible) or hardware.source == "--gpus":
+        return []
+    return [Finding(kind="launch", id="CUDA_VISIBLE_DEVICES",
+                    location=", ".join(unit.launch.scripts),
+                    message=f"the launch starts {hardware.per_node} processes per node "
+                            f"({hardware.source}) but CUDA_VISIBLE_DEVICES={devices} shows "
+                            f"{len(visible)} GPU(s)",
+                    message_zh=f"每节点启动 {hardware.per_node} 个进程，但 CUDA_VISIBLE_DEVICES="
+                               f"{devices} 只有 {len(visible)} 张卡",
+                    because="each process takes one visible GPU by its local rank: the ranks "
+                            "beyond the visible GPUs fail to start (invalid device ordinal)",
+                    source="accelerate:src/accelerate/state.py:814-838@v1.10.1 (set_device: "
+                           "cuda:<local_process_index>)")]

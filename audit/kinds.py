@@ -74,6 +74,7 @@ class LaunchSignature:
     config_flag: str
     because: str
     source: str
+    audit: bool = True  # False: one "not audited" line
 
     def matches_line(self, line: str) -> bool:
         return any(word in line for word in self.any) and all(w in line for w in self.all)
@@ -165,5 +166,6 @@ def _load(kb, framework: str) -> KindData:
         out.launches.append(LaunchSignature(str(entry["name"]), tuple(words["any"]),
                                             tuple(words["all"]),
                                             str(entry.get("config_flag") or ""),
-                                            str(entry["because"]), str(entry["source"])))
+                                            str(entry["because"]), str(entry["source"]),
+                                            bool(entry.get("audit", True))))
     return out

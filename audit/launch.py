@@ -20,7 +20,7 @@ _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[
                      r"\s*$")
 _PREFIX = re.compile(r"^\s*((?:[A-Z][A-Z0-9_]*=(?:\"[^\"]*\"|'[^']*'|\S*)\s+)+)")
 _EXPORT = re.compile(r"^\s*export\s+([A-Z][A-Z0-9_]*)\s*$")
-_PROCS = re.compile(r"--(?:nproc[_-]per[_-]node|num[_-]processes)[=\s]+(\d+)")
+_PROCS = re.compile(r"--(?:nproc[_-]per[_-]node|num[_-]processes|num[_-]gpus)[=\s]+(\d+)")
 _NODES = re.compile(r"--(?:nnodes|num[_-]machines)[=\s]+(\d+)")
 _CONFIG_FILE = re.compile(r"--config[_-]file[=\s]+(\"[^\"]*\"|'[^']*'|\S+)")
 _CD = re.compile(r"(?:^|[;&|]\s*)cd\s+(\"[^\"]*\"|'[^']*'|[^\s;&|]+)")

@@ -49,9 +49,10 @@ def launch_lines(framework: str, signatures, rel: str, text: str,
             tokens = shlex.split(expanded, posix=True)
         except ValueError:
             tokens = expanded.split()
-        start = next((i for i, t in enumerate(tokens) if any(s in t for s in kind.any)), None)
-        if start is None:
-            continue
+        start = _start(tokens, kind.any)
+        if start is None or (start + 1 < len(tokens) and
+                             re.search(r"\.(ya?ml|json)$", tokens[start + 1])):
+            continue  # a config file named after the module: the config's own launch
         item = LaunchLine(framework, kind.name, rel, number, script=tokens[start])
         _flags(tokens[start + 1:], item, rel, number)
         item.launch.scripts = [rel]
@@ -71,6 +72,18 @@ def launch_lines(framework: str, signatures, rel: str, text: str,
             item.spans.pop(kind.config_flag, None)
         found.append(item)
     return found
+
+
+def _start(tokens: list[str], words: tuple[str, ...]) -> int | None:
+    """The index of the token that ends the signature (`llamafactory-cli train`
+    spans two tokens)."""
+    for i in range(len(tokens)):
+        for word in words:
+            parts = word.split()
+            if [p in t for p, t in zip(parts, tokens[i:i + len(parts)])] == [True] * len(parts) \
+                    and len(tokens[i:i + len(parts)]) == len(parts):
+                return i + len(parts) - 1
+    return None
 
 
 def _fenced(text: str) -> str:
@@ -98,7 +111,7 @@ def _flags(tokens: list[str], item: LaunchLine, rel: str, number: int) -> None:
             if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                 value, i = tokens[i + 1], i + 1
             else:
-                value = "true"
+                value = True  # a bare flag: argparse's store_true, or a value left out
         key = key.replace("-", "_")
         item.flags[key] = value
         item.spans[key] = Span(rel, number, 1)

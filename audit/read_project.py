@@ -37,6 +37,7 @@ class Unit:
     notes: list[str] = field(default_factory=list)
     file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
     accepted: str = "training"  # which table of the parser's accepted keys applies
+    missing: dict[str, str] = field(default_factory=dict)  # key -> a path not in the project
 
 
 @dataclass
@@ -98,7 +99,7 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
     versions = {fw: project_version(kb, fw, texts) for fw in {u.framework for u in units}}
     configs = len(units) + len(not_audited) + len({r for r in referenced if kinds.is_yaml(r)})
     units += launch_units(kb, tree, texts,
-                          lambda fw, rel, signs: Unit(fw, "launch", rel, {}, signs))
+                          lambda fw, rel, signs: Unit(fw, "launch", rel, {}, signs), not_audited)
     units += _code_units(kb, tree, texts)
     return Project(tree.root, signs, units, tree.notes + texts.notes, len(tree.files),
                    not_audited, max(yamls - configs - len(unparsed), 0), unparsed,
@@ -113,6 +114,18 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
     unit.files[main_name] = main
     referenced: set[str] = set()
     _read_launch(kb, tree, texts, unit, referenced)
+    references(kb, tree, texts, unit, main, main_name, referenced)
+    for f in fw.files:
+        if f.kind == "env" and unit.launch.env:
+            unit.files[f.name] = FlatFile(", ".join(unit.launch.scripts), dict(unit.launch.env))
+    return referenced
+
+
+def references(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit, main: FlatFile,
+               main_name: str, referenced: set[str]) -> None:
+    """The files the main file's values name (a DeepSpeed JSON, an accelerate YAML),
+    from the launch directory first; the framework's own files the KB knows."""
+    fw = kb.frameworks[unit.framework]
     by_key = _reference_keys(kb, unit.framework)
     others = [f for f in fw.files if f.name != main_name and f.kind in ("json", "yaml")]
     for key, value in main.values.items():
@@ -134,9 +147,11 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
                 unit.notes.append(f"{where}: {key}: {value} is {unit.framework}'s own file "
                                   f"(a path in its repository, not in the project); read as "
                                   f"{shown} ({own.because}; {own.source})")
-            else:
+            elif tree.single:  # one config named: the project may lie around it
                 unit.notes.append(f"{where}: {key} refers to {value}, which is not in the "
                                   f"project")
+            else:
+                unit.missing[key] = value
             continue
         if target is None or target in unit.files:
             continue
@@ -144,10 +159,6 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
         if flat is not None:
             unit.files[target] = flat
             referenced.add(rel)
-    for f in fw.files:
-        if f.kind == "env" and unit.launch.env:
-            unit.files[f.name] = FlatFile(", ".join(unit.launch.scripts), dict(unit.launch.env))
-    return referenced
 
 
 def _read_launch(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,

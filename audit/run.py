@@ -16,6 +16,7 @@ from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, jud
 from kbsolve.audit.mapping import Reading, plain, read_options
 from kbsolve.audit.model import AuditReport, UnitReport
 from kbsolve.audit.model_lookup import model_folders, model_for
+from kbsolve.audit.read_launches import main_file
 from kbsolve.audit.read_project import Unit, read_project
 from kbsolve.audit.recommend import changes, choose, repair, sound
 from kbsolve.audit.score import by_priority, score
@@ -125,8 +126,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
                    allow: tuple[str, ...] = (), root: Path | None = None,
                    version=None) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
-    main_name = next(f.name for f in fw.files
-                     if f.kind == ("args" if unit.kind == "launch" else "yaml"))
+    main_name = main_file(kb, unit.framework, unit.kind)
     main = unit.files[main_name]
     out = UnitReport(framework=unit.framework, kind=unit.kind, path=unit.rel,
                      file_kind=unit.file_kind, files={name: f.rel for name, f in unit.files.items()},
@@ -137,6 +137,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     unseen = {o.key for o in kb.options_of(unit.framework)
               if o.emits and not any(e.target in unit.files for e in o.emits)}
     refused = {key for key, _, _, _ in reading.effects}  # what reads them is undecided
+    refused |= {option for option, (_, key) in reading.where.items() if key in unit.missing}
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
                         {key for key, _, _ in reading.odd} | unseen | refused, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
@@ -153,6 +154,9 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
                                                     reading, unit.accepted)
     rejected = fw.unknown_keys == "error"
     refusals, ignored = find.effect_findings(kb, reading, unit.files)
+    refusals += find.launch_findings(unit, hardware)
+    refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
+                                   [e.rel for e in tree_files(root)] if unit.missing else [])
     out.errors = find.rule_errors(ctx, reading, unit.files, version) + \
         (key_found if rejected else []) + refusals
     out.silent = ([] if rejected else key_found) + ignored + \
@@ -182,6 +186,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
         out.notes.append("pass-through keys (kept as written, not modelled): "
                          + ", ".join(through))
     for key, candidates in reading.ambiguous:
+        if key in ctx.odd:
+            continue  # not judged at all (a missing file, a refused value)
         out.notes.append(f"{key.split('.', 1)[1]}: could be any of "
                          f"{', '.join(str(plain(c)) for c in candidates)}; "
                          f"taken as {plain(reading.values[key])}")
@@ -198,6 +204,11 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
         out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
                          f"is not a value kbsolve knows; what reads it is undecided")
     return out, hardware
+
+
+def tree_files(root: Path | None):
+    """The project's files, for a "did you mean" (walked again only when needed)."""
+    return walk(root).files if root is not None else []
 
 
 def _follows(kb, framework: str, version) -> str:

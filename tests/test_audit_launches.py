@@ -64,7 +64,7 @@ def test_torchtitan_flux_launch_is_audited(kb, tmp_path):
     report = api.audit(str(tmp_path), "8xH100", kb=kb)[0]
     [unit] = report.units
     assert unit.framework == "torchtitan" and unit.kind == "launch"
-    assert unit.path == "run_train.sh:5" and unit.basic["launch"] == "run_train.sh"
+    assert unit.path == "run_train.sh" and unit.basic["launch"] == "run_train.sh"
     assert unit.fit.status == "fits" and unit.fit.device_gib > 1
     assert not [f for f in unit.errors if f.kind == "rule"]  # square 256 crops, as written
     small = unit.fit.device_gib
@@ -77,8 +77,53 @@ def test_diffusers_readme_launch_is_audited_and_never_written(kb, tmp_path):
     (tmp_path / "README.md").write_text(DIFFUSERS)
     report, written = api.audit(str(tmp_path), "1xH100", kb=kb, fix=True)
     [unit] = report.units
-    assert unit.framework == "diffusers" and unit.path == "README.md:6"
+    assert unit.framework == "diffusers" and unit.path == "README.md"
     assert unit.basic["model"].startswith("flux1-dev")
     assert unit.fit.status == "fits"
     assert not [f for f in unit.errors + unit.silent if f.kind in ("rule", "value_alias")]
     assert written == {} and (tmp_path / "README.md").read_text() == DIFFUSERS
+
+
+def test_a_script_the_kb_does_not_describe_is_one_line(kb, tmp_path):
+    """diffusers' full DreamBooth script (not the LoRA one the KB describes)."""
+    (tmp_path / "train.sh").write_text(
+        "accelerate launch train_dreambooth_flux.py --pretrained_model_name_or_path="
+        "black-forest-labs/FLUX.1-dev --resolution=1024 --train_batch_size=1\n")
+    report = api.audit(str(tmp_path), "1xA100", kb=kb)[0]
+    assert report.units == [] and len(report.not_audited) == 1
+    assert report.not_audited[0].startswith("train.sh: not audited: diffusers")
+
+
+def test_more_processes_than_visible_gpus(kb, tmp_path):
+    """accelerate starts num_processes 4 (its config) with CUDA_VISIBLE_DEVICES=5,7."""
+    from shared_data import shared_dir
+    examples = shared_dir("examples") / "llamafactory" / "examples"
+    (tmp_path / "sft.yaml").write_text((examples / "train_full/qwen3_full_sft.yaml").read_text())
+    (tmp_path / "fsdp.yaml").write_text(
+        (examples / "accelerate/fsdp_config.yaml").read_text().replace(
+            "num_processes: 2", "num_processes: 4"))
+    (tmp_path / "run.sh").write_text('CUDA_VISIBLE_DEVICES="5,7" accelerate launch '
+                                     "--config_file fsdp.yaml src/train.py sft.yaml\n")
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    [finding] = [f for f in unit.errors if f.kind == "launch"]
+    assert "4 processes" in finding.message and "2 GPU" in finding.message
+
+
+def test_llamafactory_flags_launch(kb, tmp_path):
+    """A LlamaFactory run given as flags (LlamaFactory issue 3259's script, cut): a
+    bare --flash_attn is refused, a misspelt DeepSpeed path does not exist."""
+    (tmp_path / "train.sh").write_text(
+        "deepspeed --num_gpus 8 --master_port=9901 src/train_bash.py \\\n"
+        "    --deepspeed examples/deepseed/ds_z3_offload_config.json \\\n"
+        "    --stage sft --cutoff_len 32768 --do_train \\\n"
+        "    --model_name_or_path Qwen/Qwen2.5-32B --finetuning_type full \\\n"
+        "    --per_device_train_batch_size 1 --evaluation_strategy steps \\\n"
+        "    --bf16 --flash_attn\n")
+    [unit] = api.audit(str(tmp_path), "8xA100", kb=kb)[0].units
+    assert unit.framework == "llamafactory" and unit.kind == "launch"
+    assert unit.basic["cutoff_len"] == 32768 and "8 (80 GB)" in unit.basic["hardware"]
+    errors = {f.kind: f for f in unit.errors}
+    assert errors["refused_value"].id == "flash_attn"
+    assert errors["refused"].id == "evaluation_strategy"
+    assert "examples/deepspeed/ds_z3_offload_config.json" in errors["missing_file"].message
+    assert not any("taken as" in n for n in unit.notes)  # the ZeRO stage is not guessed
