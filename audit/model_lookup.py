@@ -57,10 +57,9 @@ def find_model(kb, values: dict[str, Any]):
         if not isinstance(value, str) or not 3 <= len(value) <= 200:
             continue
         for name in _names(value):
-            try:
-                return kb.catalog.model(name)
-            except KbError:
-                continue
+            found = kb.catalog.find("model", name)  # no suggestions: this is a search
+            if found is not None:
+                return found
     return None
 
 
