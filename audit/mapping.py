@@ -147,8 +147,8 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         present = True
         if mapping is not None and candidates is not None:
             kept = [c for c in candidates if _written(mapping.get(c, c), raw, paths, option)
-                    or (mapping.get(c, c) is None and emit.target in flag_files
-                        and _written(c, raw, paths, option))]  # a flag's default, spelt out
+                    or (mapping.get(c, c) is None and _spelt_out(option, emit.target, flag_files)
+                        and _written(c, raw, paths, option))]  # a default, spelt out
             alias = None if kept else _value_alias(option, raw)
             if alias is not None:
                 if str(alias.new) != str(raw):  # the value itself, spelt as the KB's: no word
@@ -189,6 +189,13 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         reading.ambiguous.append((option.key, tuple(candidates)))
     reading.values[option.key] = option.default if option.default in candidates \
         else candidates[0]
+
+
+def _spelt_out(option: Option, target: str, flag_files: set[str]) -> bool:
+    """Whether writing a value the KB omits (`map { false: omit }`) means that value:
+    for a bool (false is the framework's own default) and for any flag; not for a
+    value standing for Python's None (LlamaFactory's quantization_bit 0)."""
+    return option.type.kind == "bool" or target in flag_files
 
 
 def _as_written(option: Option, value: Any) -> bool:
