@@ -80,8 +80,8 @@ def _start(tokens: list[str], words: tuple[str, ...]) -> int | None:
     for i in range(len(tokens)):
         for word in words:
             parts = word.split()
-            if [p in t for p, t in zip(parts, tokens[i:i + len(parts)])] == [True] * len(parts) \
-                    and len(tokens[i:i + len(parts)]) == len(parts):
+            window = tokens[i:i + len(parts)]
+            if len(window) == len(parts) and all(p in t for p, t in zip(parts, window)):
                 return i + len(parts) - 1
     return None
 
