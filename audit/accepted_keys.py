@@ -36,6 +36,14 @@ class Accepted:
     because: str
     source: str
     values: tuple[ValueEffect, ...] = ()
+    allow_env: dict | None = None  # {name, values, because, source}: extra keys accepted
+
+    def extras_allowed(self, env: dict[str, str]) -> bool:
+        """Whether the launch's environment makes the parser accept any key."""
+        if not self.allow_env:
+            return False
+        value = str(env.get(self.allow_env["name"], "")).lower()
+        return value in [str(v).lower() for v in self.allow_env.get("values", [])]
 
     def accepts(self, key: str) -> bool:
         """A flattened key: `ray_init_kwargs.num_cpus` is inside the accepted `ray_init_kwargs`."""
@@ -89,11 +97,11 @@ def _load(kb, framework: str) -> dict[str, Accepted]:
                                    str(entry["source"])))
     tables = {}
     for kind, keys in data.items():
-        if kind in ("framework", "because", "source", "values"):
+        if kind in ("framework", "because", "source", "values", "allow_env"):
             continue
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise KbError(Diagnostic(f"{kind}: a list of keys ({ACCEPTED_FILE} of {framework})",
                                      positions.get((kind,), Span(str(path)))))
         tables[kind] = Accepted(frozenset(keys), str(data["because"]), str(data["source"]),
-                                tuple(effects))
+                                tuple(effects), data.get("allow_env"))
     return tables

@@ -55,7 +55,7 @@ def _shown(value) -> str:
 
 
 def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFile,
-                 reading: Reading, accepted: str = "training"
+                 reading: Reading, accepted: str = "training", env: dict | None = None
                  ) -> tuple[list[Finding], list[str]]:
     """Keys that are not options: invented (nokey), old names (alias), in the
     wrong section; and the rest, which the KB does not describe."""
@@ -101,16 +101,16 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
                                     fix={key: None, home: main.values[key]}))
             continue
         unknown.append(key)
-    return _refused(kb, framework, main, main_keys, findings, unknown, accepted)
+    return _refused(kb, framework, main, main_keys, findings, unknown, accepted, env or {})
 
 
 def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
-             findings: list[Finding], unknown: list[str],
-             kind: str) -> tuple[list[Finding], list[str]]:
+             findings: list[Finding], unknown: list[str], kind: str,
+             env: dict) -> tuple[list[Finding], list[str]]:
     """Where the KB holds the framework's accepted keys: a key its parser refuses is
     an error with a "did you mean"; the accepted rest stay as keys not modelled."""
     table = accepted_keys(kb, framework, kind)
-    if table is None:
+    if table is None or table.extras_allowed(env):  # ALLOW_EXTRA_ARGS=1: every key passes
         return findings, unknown
     kept = []
     for key in unknown:

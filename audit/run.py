@@ -151,7 +151,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
     key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
-                                                    reading, unit.accepted)
+                                                    reading, unit.accepted, unit.launch.env)
     rejected = fw.unknown_keys == "error"
     refusals, ignored = find.effect_findings(kb, reading, unit.files)
     refusals += find.launch_findings(unit, hardware)

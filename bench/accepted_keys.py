@@ -26,6 +26,12 @@ EXTRA = {  # keys a training YAML may hold that no dataclass above declares: key
 }
 
 
+ALLOW_ENV = {  # an environment variable that makes the parser accept any key
+    "name": "ALLOW_EXTRA_ARGS", "values": ["true", "y", "1"],
+    "because": "parse_dict(..., allow_extra_keys=is_env_enabled('ALLOW_EXTRA_ARGS')): extra keys "
+               "are then accepted and unused",
+    "source": "llamafactory:src/llamafactory/hparams/parser.py:309-312; "
+              "src/llamafactory/extras/misc.py:258-260 (is_env_enabled)"}
 VALUES = [  # values of accepted keys that the framework refuses or silently ignores
     {"key": "flash_attn", "values": [True, False], "effect": "refused",
      "because": "flash_attn is the StrEnum AttentionFunction (auto, disabled, sdpa, fa2, fa3); "
@@ -112,6 +118,7 @@ def main(checkout: str, commit: str, wheel: str) -> None:
              "training:"]
     lines += [f"  - {key}" for key in sorted(keys)]
     lines += ["values:"] + [f"  - {json.dumps(entry)}" for entry in VALUES]
+    lines += ["allow_env: " + json.dumps(ALLOW_ENV)]
     out.write_text("\n".join(lines) + "\n")
     print(f"{out}: {len(keys)} keys")
 

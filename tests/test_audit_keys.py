@@ -72,3 +72,12 @@ def test_llamafactory_examples_have_no_refused_key(kb):
     refused = [(u.path, f.id) for u in report.units for f in u.errors
                if f.kind in ("refused", "refused_value")]
     assert refused == []
+
+
+def test_allow_extra_args_lets_every_key_pass(kb, tmp_path, example):
+    """ALLOW_EXTRA_ARGS=1 (exported by the launch) makes the parser accept extra keys."""
+    (tmp_path / "run.sh").write_text("export ALLOW_EXTRA_ARGS=1\nllamafactory-cli train "
+                                     "train.yaml\n")
+    unit = _audit(kb, tmp_path, example + "sliding_window: 256\n")
+    assert not any(f.kind == "refused" for f in unit.errors)
+    assert "sliding_window" in unit.unknown_keys
