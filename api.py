@@ -181,31 +181,39 @@ def format_rule_files(paths: list[str] | None = None, *, packs: list[str] | None
 
 def audit(path: str, gpus: str | None = None, kb: KnowledgeBase | None = None, *,
           packs: list[str] | None = None, fix: bool = False, plan: bool = False,
-          allow: list[str] | None = None):
+          allow: list[str] | None = None, model: str | None = None,
+          gpu_spec: str | None = None, host_ram: float | None = None):
     """Audit a training project (folder or one config); plan=True adds the solver's
     best plan per config; fix=True writes each config's recommended changes (a
     numbered backup is kept) and returns the re-audit; `allow` names the optins (or groups)
-    that recommendations may change. Returns (AuditReport, {config: Written})."""
+    that recommendations may change; `model`, `gpu_spec`, `host_ram` are the
+    planner's --model, --gpu-spec, --host-ram. Returns (AuditReport, {config: Written})."""
+    from kbsolve.audit.flags import Flags
     from kbsolve.audit.run import audit_project
     knowledge = kb or load_kb(packs)
     allowed = tuple(allow or ())
-    report = audit_project(knowledge, path, gpus, plan, allowed)
+    flags = Flags(gpus=gpus, gpu_spec=gpu_spec, model=model, host_ram=host_ram)
+    report = audit_project(knowledge, path, with_plan=plan, allow=allowed, flags=flags)
     if not fix:
         return report, {}
     from kbsolve.audit.fix_config import fix_project
     written = fix_project(knowledge, report)
-    return (audit_project(knowledge, path, gpus, plan, allowed) if written else report), \
-        written
+    return (audit_project(knowledge, path, with_plan=plan, allow=allowed, flags=flags)
+            if written else report), written
 
 
 def fix(config: str, symptom: str, gpus: str | None = None, kb: KnowledgeBase | None = None,
         *, packs: list[str] | None = None, write: bool = False,
-        allow: list[str] | None = None):
+        allow: list[str] | None = None, model: str | None = None,
+        gpu_spec: str | None = None, host_ram: float | None = None):
     """Changes for an OOM, slow or unstable config, found by the reference
-    evaluator; `allow` names the optins (or groups) a cure may change; with
-    write=True the first is written and the file re-audited."""
+    evaluator; `allow` names the optins (or groups) a cure may change; `model`,
+    `gpu_spec`, `host_ram` as the planner's flags; with write=True the first is
+    written and the file re-audited."""
     from kbsolve.audit.fix_config import fix_config
-    return fix_config(kb or load_kb(packs), config, symptom, gpus, write, tuple(allow or ()))
+    from kbsolve.audit.flags import Flags
+    return fix_config(kb or load_kb(packs), config, symptom, gpus, write, tuple(allow or ()),
+                      Flags(gpus=gpus, gpu_spec=gpu_spec, model=model, host_ram=host_ram))
 
 
 def deep_check(packs: list[str] | None = None, kb: KnowledgeBase | None = None):

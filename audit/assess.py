@@ -29,6 +29,8 @@ class Context:
     missing: set[str] = field(default_factory=set)  # facts asked for but unknown
     unread: set[str] = field(default_factory=set)  # options set to values the KB lacks
     allowed: frozenset[str] = frozenset()  # optin keys the user allows (--allow)
+    odd: set[str] = field(default_factory=set)  # options written as values the KB lacks
+    host_budget: Fraction | None = None  # CPU RAM per GPU process (--host-ram), bytes
     _verdicts: dict | None = field(default=None, repr=False)  # rule id -> holds now?
 
     def run(self, node: ir.Node, assignment: dict[str, Any] | None = None) -> Any:
@@ -81,6 +83,14 @@ class Context:
     def with_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
         return {**self.assignment, **changes}
 
+    def problem(self):
+        """The planner's problem for these facts (the estimate's path), with the
+        host RAM budget when --host-ram gave one."""
+        from kbsolve.program.problem import build_problem
+        problem = build_problem(self.kb, self.framework, self.facts, {})
+        problem.host_budget_bytes = self.host_budget
+        return problem
+
 
 def facts_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
     """Facts read through lets, transitively."""
@@ -131,19 +141,23 @@ def _walk_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:
 
 
 def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
-                  hardware: Hardware, model, unread: set[str] = frozenset()) -> Context:
+                  hardware: Hardware, model, unread: set[str] = frozenset(),
+                  host_ram: float | None = None) -> Context:
+    """`host_ram`: --host-ram, GiB per node; without it host RAM is not judged (the
+    planner's assumed node would be a guess about the user's machine)."""
     query: dict[str, Any] = {"headroom_pct": kb.vocabulary.default("query.headroom_pct")}
     if hardware.count:
         query.update(num_gpus=hardware.count, nodes=hardware.nodes,
                      gpus_per_node=hardware.per_node)
     options = kb.options_of(framework)
-    for path, option in _fact_options(kb, framework, user).items():
+    for path, option in fact_options(kb, framework, user).items():
         name = path.split(".", 1)[1]
         if option.key in unread or name in query:
             continue  # the hardware (which read the config's count already) wins
         value = user.get(option.key, option.default)  # the config's value, or the default
         if value is not None:
             query[name] = _whole(value)
+    _unbound_shape(kb, framework, user, query)
     facts = collect_facts(kb, hardware.gpu, model, query)
     context = Context(kb, framework, facts, {}, dict(user), unread=set(unread))
     derived = []  # `from` expressions that read other options: after the first pass
@@ -166,10 +180,27 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
         context.assignment[option.key] = Fraction(value) if option.type.kind == "num" \
             else value
     _recipe_facts(context)
+    if host_ram is not None:  # as the planner: per GPU process, after the host headroom
+        keep = 1 - Fraction(kb.vocabulary.default("query.host_headroom_pct"), 100)
+        context.host_budget = Fraction(str(host_ram)) * keep * 2**30 / (hardware.per_node or 1)
     return context
 
 
-def _fact_options(kb: KnowledgeBase, framework: str, user: dict[str, Any]) -> dict:
+def _unbound_shape(kb: KnowledgeBase, framework: str, user: dict[str, Any],
+                   query: dict[str, Any]) -> None:
+    """A training-shape fact no option of the framework sets (frames for an image
+    trainer) is the vocabulary's value, as the planner takes it: the framework has
+    no way to change it. Shape facts an option sets stay the config's, or unknown."""
+    from kbsolve.catalog.schema import query_facts
+    from kbsolve.solver.query import _SHAPE_FLAGS
+    bound = {path.split(".", 1)[1] for path in fact_options(kb, framework, user)}
+    defaults = query_facts({}, kb.vocabulary)
+    for name in _SHAPE_FLAGS:
+        if name not in query and name not in bound and defaults.get(name) is not None:
+            query[name] = defaults[name]
+
+
+def fact_options(kb: KnowledgeBase, framework: str, user: dict[str, Any]) -> dict:
     """Query fact -> the option tied to it (`from query.X`) that gives it: the one
     the KB's audit data names (the training shape, not the evaluation's), else the
     first the config sets, else the first declared."""
@@ -186,6 +217,8 @@ def _fact_options(kb: KnowledgeBase, framework: str, user: dict[str, Any]) -> di
                 found[path] = option
         elif path not in found or (option.key in user and found[path].key not in user):
             found[path] = option
+    for path, key in named.items():  # a fact the KB's audit data ties to an option only there
+        found.setdefault(path, kb.options[key])
     return found
 
 

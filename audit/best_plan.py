@@ -15,13 +15,30 @@ from kbsolve.solver.query import Query
 from kbsolve.solver.run import plan
 
 
-def best_plan(ctx: Context, gpus: str | None, model_name: str | None,
-              timeout: float | None = None) -> BestPlan:
-    if not gpus or not model_name:
-        return BestPlan(status="undecided", reason="needs the GPU type and a catalog model")
+def plan_query(hardware, flags, model, model_source: str) -> dict:
+    """The query fields the audit's inputs give the planner: the GPUs (--gpu-spec's
+    card by the spec), the model as found (its catalog name, config.json or
+    --model), --host-ram; {} when the GPU or the model is unknown."""
+    if hardware.gpu is None or hardware.count is None or model is None:
+        return {}
+    fields: dict = {"host_ram": flags.host_ram} if flags.host_ram is not None else {}
+    if flags.gpu_spec is not None:
+        prefix = f"{hardware.nodes}x" if hardware.nodes > 1 else ""
+        fields.update(gpus=f"{prefix}{hardware.per_node}", gpu_spec=flags.gpu_spec)
+    else:
+        fields["gpus"] = hardware.spec
+    fields["model"] = flags.model if model_source == "--model" else \
+        model.name if model_source == "catalog" else model_source
+    return fields
+
+
+def best_plan(ctx: Context, query: dict, timeout: float | None = None) -> BestPlan:
+    """`query`: plan_query's fields."""
+    if not query:
+        return BestPlan(status="undecided", reason="needs the GPU type and the model")
     fw = ctx.kb.frameworks[ctx.framework]
     task = ctx.assignment.get(f"{ctx.framework}.{fw.task_option}") if fw.task_option else None
-    fields = dict(gpus=gpus, model=model_name, framework=ctx.framework,
+    fields = dict(query, framework=ctx.framework,
                   task=str(task) if task is not None else None, timeout=timeout, top=0)
     fields.update(_recipe(ctx))
     try:
@@ -72,11 +89,25 @@ def _recipe(ctx: Context) -> dict:
         pins.append(f"{key.split('.', 1)[1]}="
                     f"{str(value).lower() if isinstance(value, bool) else value}")
     out: dict = {"set": pins} if pins else {}
+    out.update(_shape(ctx))
     batch = ctx.facts.get("query.global_batch")
     if batch and Query.model_fields.get("global_batch") is not None:
         out["global_batch"] = int(batch)
     if ctx.allowed and Query.model_fields.get("allow") is not None:
         out["allow"] = sorted(k.split(".", 1)[1] for k in ctx.allowed)
+    return out
+
+
+def _shape(ctx: Context) -> dict:
+    """The config's training shape as the query's flags (cutoff_len 20480 is
+    --seq-len 20480), so that the plan solves the config's own problem."""
+    from kbsolve.audit.assess import fact_options
+    bound = fact_options(ctx.kb, ctx.framework, ctx.user)  # facts the config's options give
+    facts = {path: value for path, value in ctx.facts.items() if path in bound}
+    out = {name: int(facts[f"query.{name}"]) for name in ("seq_len", "frames")
+           if f"query.{name}" in facts and name in Query.model_fields}
+    if "query.height" in facts and "query.width" in facts:
+        out["resolution"] = f"{int(facts['query.height'])}x{int(facts['query.width'])}"
     return out
 
 

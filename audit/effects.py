@@ -14,7 +14,6 @@ from kbsolve.audit.assess import Context, needs
 from kbsolve.audit.consent import needing_consent
 from kbsolve.diagnostics import KbError
 from kbsolve.program.metrics import Metrics, measure, memory_levels
-from kbsolve.program.problem import build_problem
 from kbsolve.solver.report import gib
 
 VISIBLE_BYTES = Fraction(2**20)  # a change under 1 MiB is not a change the report shows
@@ -87,7 +86,7 @@ class Estimator:
     def __init__(self, ctx: Context, allowed: frozenset[str]):
         self.ctx = ctx
         self.allowed = allowed
-        self.problem = build_problem(ctx.kb, ctx.framework, ctx.facts, {})
+        self.problem = ctx.problem()
         self.top = memory_levels(ctx.kb)[-1]
         self.base = measure(self.problem, ctx.assignment)
         fw = ctx.kb.frameworks[ctx.framework]

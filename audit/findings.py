@@ -4,6 +4,9 @@ settings the framework ignores or rejects (silent failures)."""
 from __future__ import annotations
 
 from kbsolve.audit.assess import Context, Undecided
+from kbsolve.audit.accepted_keys import accepted_keys
+from kbsolve.audit.versions import excludes
+from kbsolve.diagnostics import did_you_mean
 from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
 from kbsolve.audit.model import Finding
 from kbsolve.dsl.ir import facts_used, options_used
@@ -14,9 +17,14 @@ def _suffix(key: str, name: str) -> bool:
     return key == name or key.endswith("." + name)
 
 
-def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile]) -> list[Finding]:
+def rule_errors(ctx: Context, reading: Reading, files: dict[str, FlatFile],
+                version=None) -> list[Finding]:
+    """The hard rules the config breaks; `version`: the project's (versions.py),
+    which leaves out rules whose `versions` exclude it."""
     found = []
     for rule in ctx.kb.of(ctx.kb.rules, ctx.framework):
+        if excludes(rule.meta.versions, version):
+            continue
         try:
             if ctx.keeps(rule):
                 continue
@@ -47,7 +55,8 @@ def _shown(value) -> str:
 
 
 def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFile,
-                 reading: Reading) -> tuple[list[Finding], list[str]]:
+                 reading: Reading, accepted: str = "training", env: dict | None = None
+                 ) -> tuple[list[Finding], list[str]]:
     """Keys that are not options: invented (nokey), old names (alias), in the
     wrong section; and the rest, which the KB does not describe."""
     options = kb.options_of(framework)
@@ -92,7 +101,32 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
                                     fix={key: None, home: main.values[key]}))
             continue
         unknown.append(key)
-    return findings, unknown
+    return _refused(kb, framework, main, main_keys, findings, unknown, accepted, env or {})
+
+
+def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
+             findings: list[Finding], unknown: list[str], kind: str,
+             env: dict) -> tuple[list[Finding], list[str]]:
+    """Where the KB holds the framework's accepted keys: a key its parser refuses is
+    an error with a "did you mean"; the accepted rest stay as keys not modelled."""
+    table = accepted_keys(kb, framework, kind)
+    if table is None or table.extras_allowed(env):  # ALLOW_EXTRA_ARGS=1: every key passes
+        return findings, unknown
+    kept = []
+    for key in unknown:
+        if table.accepts(key):
+            kept.append(key)
+            continue
+        known = table.keys | {k.split(".", 1)[0] for k in main_keys}
+        hint = did_you_mean(key.replace(" ", "_").lower(), known)
+        close = [k for k in known if k == key.replace(" ", "_").lower()]
+        findings.append(Finding(
+            kind="refused", id=key, location=str(main.spans.get(key) or main.rel),
+            message=f"'{key}' is refused by {framework}'s argument parser{hint}".rstrip(),
+            message_zh=f"'{key}' 会被 {framework} 的参数解析器拒绝{hint}".rstrip(),
+            because=table.because, source=table.source,
+            fix={key: None, close[0]: main.values[key]} if close else {key: None}))
+    return findings, kept
 
 
 def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
@@ -141,3 +175,69 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
                              message=warning.meta.because, because=warning.meta.because,
                              source=warning.meta.source))
     return found
+
+
+def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFile]
+                    ) -> tuple[list[Finding], list[Finding]]:
+    """(errors, silent failures): values the framework refuses, and values it reads
+    as something else without a word (kb/<framework>/accepted_keys.yaml `values`)."""
+    errors, silent = [], []
+    for key, yaml_key, raw, effect in reading.effects:
+        where = reading.span(files, key)
+        shown = _shown(raw)
+        if effect.effect == "refused":
+            errors.append(Finding(kind="refused_value", id=yaml_key, location=where,
+                                  message=f"{yaml_key}: {shown} is refused: {effect.because}",
+                                  message_zh=f"{yaml_key}: {shown} 会被拒绝：{effect.because}",
+                                  because=effect.because, source=effect.source))
+        else:
+            as_read = ", ".join(f"{k}: {_shown(v)}" for k, v in effect.read_as.items())
+            meant = next((a.new for a in kb.options[key].value_aliases
+                          if str(a.old).lower() == str(raw).lower()), None)
+            silent.append(Finding(kind="no_op", id=yaml_key, location=where,
+                                  fix={yaml_key: _shown(meant)} if meant is not None else {},
+                                  message=f"{yaml_key}: {shown} does nothing"
+                                          + (f"; the run is read as {as_read}" if as_read else "")
+                                          + f" ({effect.because})",
+                                  message_zh=f"{yaml_key}: {shown} 不起作用（{effect.because}）",
+                                  because=effect.because, source=effect.source))
+    return errors, silent
+
+
+def missing_files(kb: KnowledgeBase, framework: str, missing: dict[str, str], main: FlatFile,
+                  launch_dir: str | None, known: list[str]) -> list[Finding]:
+    """Paths the config names that are not where the run starts (nor the framework's
+    own files): the run stops when it opens them."""
+    from kbsolve.audit.audit_data import audit_data
+    own = [e.path for e in audit_data(kb, framework).repository_files]
+    found = []
+    for key, value in missing.items():
+        hint = did_you_mean(value, own + known)
+        start = f"from {launch_dir or 'the project root'}" if launch_dir is not None else \
+            "from the config's folder or the project root"
+        found.append(Finding(kind="missing_file", id=key, location=str(main.spans.get(key) or
+                                                                        main.rel),
+                             message=f"{key}: {value} does not exist {start}{hint}",
+                             message_zh=f"{key}: {value} 不存在{hint}",
+                             because="the framework opens this file when the run starts"))
+    return found
+
+
+def launch_findings(unit, hardware) -> list[Finding]:
+    """A launch that starts more processes on a node than the GPUs it lets them see."""
+    devices = unit.launch.env.get("CUDA_VISIBLE_DEVICES", "")
+    visible = [d for d in devices.split(",") if d.strip()]
+    if not visible or not all(d.strip().isdigit() for d in visible) or hardware.per_node is None \
+            or hardware.per_node <= len(visible) or hardware.source == "--gpus":
+        return []
+    return [Finding(kind="launch", id="CUDA_VISIBLE_DEVICES",
+                    location=", ".join(unit.launch.scripts),
+                    message=f"the launch starts {hardware.per_node} processes per node "
+                            f"({hardware.source}) but CUDA_VISIBLE_DEVICES={devices} shows "
+                            f"{len(visible)} GPU(s)",
+                    message_zh=f"每节点启动 {hardware.per_node} 个进程，但 CUDA_VISIBLE_DEVICES="
+                               f"{devices} 只有 {len(visible)} 张卡",
+                    because="each process takes one visible GPU by its local rank: the ranks "
+                            "beyond the visible GPUs fail to start (invalid device ordinal)",
+                    source="accelerate:src/accelerate/state.py:814-838@v1.10.1 (set_device: "
+                           "cuda:<local_process_index>)")]

@@ -15,12 +15,12 @@ from kbsolve.audit.fix import apply_changes
 from kbsolve.audit.audit_data import config_value, outside_fix_scope, reference_change
 from kbsolve.audit.mapping import plain, read_options
 from kbsolve.audit.model import AuditReport, Change, Fit, Written
-from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.flags import Flags
+from kbsolve.audit.model_lookup import model_folders, model_for
 from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_project import read_project
 from kbsolve.audit.run import audit_project, hardware_for
 from kbsolve.audit.fit import fit_check
-from kbsolve.audit.hardware import from_flag
 from kbsolve.audit.symptom import RECIPE_GROUP, suggest
 from kbsolve.audit.walk import walk
 from kbsolve.diagnostics import Diagnostic, KbError
@@ -60,8 +60,10 @@ class FixResult(BaseModel):
 
 
 def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
-               write: bool, allow: tuple[str, ...] = ()) -> FixResult:
+               write: bool, allow: tuple[str, ...] = (), flags: Flags | None = None
+               ) -> FixResult:
     allow = check_allow(kb, allow)
+    flags = (flags or Flags()).resolve(kb, gpus)
     path = Path(config)
     if not path.is_file():
         raise KbError(Diagnostic(f"{config}: no such config file"))
@@ -70,20 +72,26 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
     project = read_project(kb, tree)
     unit = next((u for u in project.units if u.kind == "config" and u.rel == rel), None)
     if unit is None:
-        raise KbError(Diagnostic(f"{config}: not a training config of a framework kbsolve knows"))
+        kind = next((line.split(": ", 1)[1] for line in project.not_audited
+                     if line.startswith(rel + ": ")), "not a training config of a framework "
+                                                       "kbsolve knows")
+        raise KbError(Diagnostic(f"{config}: {kind}"))
     main_name = next(f.name for f in kb.frameworks[unit.framework].files if f.kind == "yaml")
     scope = outside_fix_scope(kb, unit.framework, unit.files[main_name].values)
     if scope is not None:
         raise KbError(Diagnostic(f"{config}: not a training config by its keys, so kbsolve fix "
                                  f"changes nothing in it ({scope.because})"))
     reading = read_options(kb, unit.framework, unit.files)
-    hardware = hardware_for(kb, unit, reading, from_flag(kb, gpus) if gpus else None)
-    ctx = build_context(kb, unit.framework, reading.values, hardware,
-                        find_model(kb, unit.files[main_name].values))
+    hardware = hardware_for(kb, unit, reading, flags.fixed)
+    model, _ = model_for(kb, unit.files[main_name].values, model_folders(unit, tree.root),
+                         flags.forced)
+    ctx = build_context(kb, unit.framework, reading.values, hardware, model,
+                        host_ram=flags.host_ram)
     before, _ = fit_check(ctx)
     if before.status == "undecided":
         raise KbError(Diagnostic(f"{config}: cannot judge memory and speed ({before.reason}); "
-                                 f"give --gpus and use a model from the catalog"))
+                                 f"give --gpus (or --gpu-spec) and --model when the config's "
+                                 f"model is not in the catalog"))
     _, found, held = suggest(ctx, symptom, allowed_keys(kb, unit.framework, allow),
                              recipe_allowed=RECIPE_GROUP in allow)
     result = FixResult(config=str(path), symptom=symptom, framework=unit.framework,
@@ -119,7 +127,7 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
                                   removed=written is None))
         changes = ground_paths(ctx, main_name, changes, path.resolve().parent, path.resolve())
         result.written, result.backup, result.created = apply_changes(path, changes)
-        again = audit_project(kb, str(path), gpus, allow=allow).units[0]
+        again = audit_project(kb, str(path), allow=allow, flags=flags).units[0]
         result.after = again.fit
         result.errors_after = [f.message for f in again.errors]
     return result

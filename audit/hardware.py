@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kbsolve.diagnostics import KbError
 from kbsolve.program.facts import gpu_by_name as gpu_named, parse_gpus
@@ -16,7 +16,8 @@ class Hardware:
     gpu: object | None = None  # catalog GpuSpec
     nodes: int = 1
     per_node: int | None = None
-    source: str = "unknown"  # --gpus | config | launch script | nvidia-smi | unknown
+    source: str = "unknown"  # --gpus | --gpu-spec | config | launch script | nvidia-smi | unknown
+    notes: list[str] = field(default_factory=list)  # what --gpu-spec assumed
 
     @property
     def count(self) -> int | None:
@@ -35,12 +36,28 @@ def from_flag(kb, text: str) -> Hardware:
     return Hardware(gpu_named(kb, name)[0], nodes, per_node, "--gpus")
 
 
-def from_count(kb, gpus: int | None, nodes: int | None, source: str) -> Hardware | None:
+def from_flags(kb, gpus: str | None, gpu_spec: str | None = None) -> Hardware | None:
+    """--gpus, or --gpu-spec (a GPU the catalog lacks) with --gpus giving the count;
+    --gpu-spec alone leaves the count to the config or the launch script."""
+    if gpu_spec is None:
+        return from_flag(kb, gpus) if gpus else None
+    from kbsolve.solver.query import gpus_of
+    notes: list[str] = []
+    nodes, per_node, gpu = gpus_of(kb, gpus, gpu_spec, notes)
+    return Hardware(gpu, nodes if gpus else 1, per_node if gpus else None,
+                    "--gpus and --gpu-spec" if gpus else "--gpu-spec", notes)
+
+
+def from_count(kb, gpus: int | None, nodes: int | None, source: str,
+               gpu=None) -> Hardware | None:
+    """`gpus` processes (of `gpu`, else nvidia-smi's card, else unknown)."""
     if not gpus:
         return None
     nodes = nodes if nodes and gpus % nodes == 0 else 1
-    smi = nvidia_smi(kb)
-    return Hardware(smi.gpu if smi else None, nodes, gpus // nodes, source)
+    if gpu is None:
+        smi = nvidia_smi(kb)
+        gpu = smi.gpu if smi else None
+    return Hardware(gpu, nodes, gpus // nodes, source)
 
 
 _SMI: list = []

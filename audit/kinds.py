@@ -1,8 +1,15 @@
-"""What a project file is, by its name."""
+"""What a project file is: by its name (shell, YAML, README, ...), and, for a
+config a framework's keys claimed, by its keys: the KB's file kinds (training,
+inference, export, ...) and other frameworks' look-alikes."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbsolve.diagnostics import Diagnostic, KbError, Span
 
 _DEPS = re.compile(r"(^|/)(requirements[^/]*\.(txt|in)|pyproject\.toml|setup\.(py|cfg)|"
                    r"environment\.ya?ml|Pipfile|poetry\.lock)$", re.I)
@@ -32,3 +39,133 @@ def is_readme(rel: str) -> bool:
 
 def is_dependency_file(rel: str) -> bool:
     return bool(_DEPS.search(rel))
+
+
+# ---- what a config is, by its keys (kb/<framework>/file_kinds.yaml) ----------
+
+KINDS_FILE = "file_kinds.yaml"
+
+
+@dataclass(frozen=True)
+class FileKind:
+    name: str  # "LlamaFactory export/merge config"
+    audit: bool  # False: one "not audited" line, no finding
+    all: tuple[str, ...]  # conditions: KEY (present) or KEY=VALUE
+    any: tuple[str, ...]
+    none: tuple[str, ...]
+    because: str
+    source: str
+    keys: str = "training"  # the table of accepted keys that applies (accepted_keys.yaml); "none"
+
+    def matches(self, values: dict[str, Any]) -> bool:
+        return all(_holds(c, values) for c in self.all) and \
+            (not self.any or any(_holds(c, values) for c in self.any)) and \
+            not any(_holds(c, values) for c in self.none)
+
+
+@dataclass(frozen=True)
+class LaunchSignature:
+    """A command line that runs the framework: one of `any` (the module or script
+    it runs) and every word of `all` on the line; `config_flag` names the flag that
+    passes the framework's own config file."""
+    name: str
+    any: tuple[str, ...]
+    all: tuple[str, ...]
+    config_flag: str
+    because: str
+    source: str
+    audit: bool = True  # False: one "not audited" line
+
+    def matches_line(self, line: str) -> bool:
+        return any(word in line for word in self.any) and all(w in line for w in self.all)
+
+
+@dataclass
+class KindData:
+    kinds: list[FileKind] = field(default_factory=list)  # the framework's own, in order
+    lookalikes: list[FileKind] = field(default_factory=list)  # other frameworks' files
+    launches: list[LaunchSignature] = field(default_factory=list)  # flag-driven runs
+
+
+def _holds(condition: str, values: dict[str, Any]) -> bool:
+    key, _, wanted = condition.partition("=")
+    for path, value in values.items():
+        if path == key or path.startswith(key + "."):
+            if not wanted or str(value).strip().lower() == wanted.strip().lower():
+                return True
+    return False
+
+
+def kind_of(kb, framework: str, values: dict[str, Any]) -> FileKind | None:
+    """The kind of a config that `framework`'s keys claimed: first another
+    framework's look-alike (any framework's list), then the framework's own kinds
+    in order; None when no kind is declared or none matches (audited as training)."""
+    for name in kb.frameworks:
+        for kind in kind_data(kb, name).lookalikes:
+            if kind.matches(values):
+                return kind
+    return next((k for k in kind_data(kb, framework).kinds if k.matches(values)), None)
+
+
+def kind_data(kb, framework: str) -> KindData:
+    cache = kb.__dict__.setdefault("_kind_data", {})
+    if framework not in cache:
+        cache[framework] = _load(kb, framework)
+    return cache[framework]
+
+
+def _load(kb, framework: str) -> KindData:
+    from kbsolve.catalog.yamlpos import load_yaml, read_text
+    declared = Path(kb.frameworks[framework].meta.span.file)
+    candidates = [declared] if declared.is_absolute() else \
+        [Path(__file__).resolve().parents[1] / declared, declared]
+    path = next((c.parent / KINDS_FILE for c in candidates
+                 if (c.parent / KINDS_FILE).is_file()), None)
+    if path is None:
+        return KindData()
+    data, positions = load_yaml(read_text(path), file=str(path))
+
+    def fail(message: str, at: tuple = ()) -> KbError:
+        return KbError(Diagnostic(f"{message} ({KINDS_FILE} of {framework})",
+                                  positions.get(at, Span(str(path)))))
+
+    if not isinstance(data, dict) or data.get("framework") != framework:
+        raise fail(f"framework: must be {framework}")
+    out = KindData()
+    for section, into in (("kinds", out.kinds), ("lookalikes", out.lookalikes)):
+        for i, entry in enumerate(data.get(section) or []):
+            at = (section, i)
+            if not isinstance(entry, dict):
+                raise fail("an entry must be a mapping", at)
+            missing = [f for f in ("name", "because", "source") if not entry.get(f)]
+            if missing:
+                raise fail(f"entry lacks {', '.join(missing)}", at)
+            lists = {}
+            for part in ("all", "any", "none"):
+                raw = entry.get(part) or []
+                if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+                    raise fail(f"{part}: a list of KEY or KEY=VALUE", at)
+                lists[part] = tuple(raw)
+            if not any(lists.values()):
+                raise fail("a kind needs a signature (all, any or none)", at)
+            audit = entry.get("audit", section == "kinds")
+            if section == "lookalikes" and audit:
+                raise fail("a look-alike of another framework is never audited", at)
+            into.append(FileKind(str(entry["name"]), bool(audit), lists["all"], lists["any"],
+                                 lists["none"], str(entry["because"]), str(entry["source"]),
+                                 str(entry.get("keys", "training"))))
+    for i, entry in enumerate(data.get("launches") or []):
+        at = ("launches", i)
+        if not isinstance(entry, dict) or not all(entry.get(f) for f in
+                                                  ("name", "any", "because", "source")):
+            raise fail("a launch needs name, any, because and source", at)
+        words = {part: entry.get(part) or [] for part in ("any", "all")}
+        if not all(isinstance(w, list) and all(isinstance(x, str) and x for x in w)
+                   for w in words.values()):
+            raise fail("any, all: lists of words", at)
+        out.launches.append(LaunchSignature(str(entry["name"]), tuple(words["any"]),
+                                            tuple(words["all"]),
+                                            str(entry.get("config_flag") or ""),
+                                            str(entry["because"]), str(entry["source"]),
+                                            bool(entry.get("audit", True))))
+    return out

@@ -11,6 +11,7 @@ from kbsolve.diagnostics import KbError, Span
 from kbsolve.dsl.ir import options_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.evaluate import Evaluator
+from kbsolve.audit.accepted_keys import value_effect
 from kbsolve.program.repo_files import NO_VALUE as _NO_VALUE, coerce  # noqa: F401 (moved there)
 
 
@@ -30,6 +31,10 @@ class Reading:
     raw: dict[str, Any] = field(default_factory=dict)  # option key -> value as written
     used: set[tuple[str, str]] = field(default_factory=set)  # (target, key) read
     odd: list[tuple[str, str, Any]] = field(default_factory=list)  # (option, key, raw)
+    outside: list[tuple[str, str, Any]] = field(default_factory=list)  # judged as written
+    disagree: list[tuple[str, list[str]]] = field(default_factory=list)  # (option, "file: raw")
+    effects: list[tuple[str, str, Any, Any]] = field(default_factory=list)  # (option, key, raw,
+    #   ValueEffect): values the framework refuses or ignores (accepted_keys.yaml)
     aliased: list[tuple[str, str, Any, Any, str]] = field(default_factory=list)
     ambiguous: list[tuple[str, tuple]] = field(default_factory=list)
 
@@ -47,6 +52,10 @@ def read_options(kb: KnowledgeBase, framework: str, files: dict[str, FlatFile]) 
     for option in kb.options_of(framework):
         _read_one(kb, option, files, paths, reading)
     _read_multi_keys(kb, framework, files, reading)
+    for _, _, _, effect in reading.effects:
+        for name, value in effect.read_as.items():
+            reading.values[f"{framework}.{name}"] = coerce(kb.options[f"{framework}.{name}"],
+                                                           value)
     return reading
 
 
@@ -107,9 +116,14 @@ def _by_static_emits(kb: KnowledgeBase, option: Option, files: dict[str, FlatFil
 
 def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], paths: set,
               reading: Reading) -> None:
+    flag_files = {f.name for f in kb.frameworks[option.framework].files if f.kind == "args"}
     candidates: list | None = list(option.domain) if option.domain is not None else None
     present = False
+    first: list | None = None  # the candidates the first file holding the option leaves
+    seen: list[str] = []
     for emit in option.emits:
+        if present and first is None:
+            first = list(candidates) if candidates is not None else None
         file = files.get(emit.target)
         if file is None:
             continue
@@ -119,20 +133,40 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
                 candidates = [c for c in candidates if mapping.get(c, c) is None]
             continue
         raw = file.values[emit.key]
+        seen.append(f"{file.rel}: {raw}")
         reading.used.add((emit.target, emit.key))
+        effect = value_effect(kb, option.framework, emit.key, raw)
+        if effect is not None:  # refused: nothing is read; ignored: as the framework reads it
+            reading.where[option.key] = (emit.target, emit.key)
+            reading.raw[option.key] = raw
+            reading.effects.append((option.key, emit.key, raw, effect))
+            return
         if not present:
             reading.where[option.key] = (emit.target, emit.key)
             reading.raw[option.key] = raw
         present = True
         if mapping is not None and candidates is not None:
-            kept = [c for c in candidates if _written(mapping.get(c, c), raw, paths, option)]
+            kept = [c for c in candidates if _written(mapping.get(c, c), raw, paths, option)
+                    or (mapping.get(c, c) is None and _spelt_out(option, emit.target, flag_files)
+                        and _written(c, raw, paths, option))]  # a default, spelt out
             alias = None if kept else _value_alias(option, raw)
             if alias is not None:
-                reading.aliased.append((option.key, emit.key, raw, alias.new, alias.note))
+                if str(alias.new) != str(raw):  # the value itself, spelt as the KB's: no word
+                    reading.aliased.append((option.key, emit.key, raw, alias.new, alias.note))
                 kept = [c for c in candidates if c == alias.new]
             candidates = kept
             continue
+        if mapping is not None and candidates is None:  # no domain: the map read backwards
+            back = [k for k, out in mapping.items() if _written(out, raw, paths, option)]
+            if len(back) == 1:
+                candidates = back
+                continue
         value = coerce(option, raw)
+        if value is not _NO_VALUE and not _in_domain(option, value) and \
+                _as_written(option, value):
+            reading.outside.append((option.key, emit.key, raw))
+            reading.values[option.key] = value
+            return
         if value is _NO_VALUE or not _in_domain(option, value):
             alias = _value_alias(option, raw)
             if alias is None:
@@ -143,6 +177,9 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         candidates = [value] if candidates is None else [c for c in candidates if c == value]
     if not present:
         return
+    if not candidates and first:  # the files disagree: the main file's value, as written
+        reading.disagree.append((option.key, seen))
+        candidates = first
     if not candidates:
         reading.odd.append((option.key, reading.where[option.key][1], reading.raw[option.key]))
         return
@@ -152,6 +189,25 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         reading.ambiguous.append((option.key, tuple(candidates)))
     reading.values[option.key] = option.default if option.default in candidates \
         else candidates[0]
+
+
+def _spelt_out(option: Option, target: str, flag_files: set[str]) -> bool:
+    """Whether writing a value the KB omits (`map { false: omit }`) means that value:
+    for a bool (false is the framework's own default) and for any flag; not for a
+    value standing for Python's None (LlamaFactory's quantization_bit 0)."""
+    return option.type.kind == "bool" or target in flag_files
+
+
+def _as_written(option: Option, value: Any) -> bool:
+    """A number outside the option's search domain that the formulas can still
+    take as written (micro-batch 3 where the planner tries 1, 2, 4, ...): of the
+    option's type (whole when it is integral), not below the domain's least value."""
+    if option.type.kind != "num" or not isinstance(value, Fraction):
+        return False
+    if option.type.integral and value.denominator != 1:
+        return False
+    least = min(option.domain) if option.domain else option.low
+    return least is None or value >= least
 
 
 def _in_domain(option: Option, value: Any) -> bool:

@@ -69,6 +69,9 @@ class Fit(BaseModel):
     budget_gib: float | None = None
     over_gib: float | None = None
     largest_term: str = ""
+    host_gib: float | None = Field(None, description="CPU RAM per node the host terms need")
+    host_budget_gib: float | None = Field(
+        None, description="--host-ram after the host headroom; none: host RAM not judged")
     breakdown: list[MemoryTerm] = Field(default_factory=list)
     reason: str = ""
 
@@ -107,8 +110,9 @@ class BestPlan(BaseModel):
 
 class UnitReport(BaseModel):
     framework: str
-    kind: Literal["config", "code"]
+    kind: Literal["config", "launch", "code"]
     path: str
+    file_kind: str = Field("", description="the KB's file kind, when one matched")
     files: dict[str, str] = Field(default_factory=dict)
     signs: list[str] = Field(default_factory=list)
     basic: dict[str, Any] = Field(default_factory=dict)
@@ -140,3 +144,7 @@ class AuditReport(BaseModel):
     hardware_source: str = Field("", description="--gpus or nvidia-smi; empty: per config")
     units: list[UnitReport] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    not_audited: list[str] = Field(
+        default_factory=list, description="configs of a kind the KB does not audit (inference, "
+        "export, another framework's look-alike): 'path: not audited: kind (why)'")
+    not_configs: int = Field(0, description="YAML files read that are no config: skipped")

@@ -11,12 +11,14 @@ from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
 from kbsolve.audit.fit import fit_check
-from kbsolve.audit.hardware import Hardware, from_count, from_flag, nvidia_smi
+from kbsolve.audit.flags import Flags
+from kbsolve.audit.hardware import Hardware, from_count, nvidia_smi
 from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, judge_config
 from kbsolve.audit.mapping import Reading, plain, read_options
 from kbsolve.audit.model import AuditReport, UnitReport
-from kbsolve.audit.model_lookup import find_model
+from kbsolve.audit.model_lookup import model_folders, model_for
 from kbsolve.audit.new_files import ground_paths
+from kbsolve.audit.read_launches import main_file
 from kbsolve.audit.read_project import Unit, read_project
 from kbsolve.audit.recommend import changes, choose, repair, repair_note, sound
 from kbsolve.audit.score import by_priority, score
@@ -30,21 +32,32 @@ AUTO_PRIORITIES = ("P0", "P1")  # P2 items need testing: listed, never written b
 
 
 def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
-                  with_plan: bool = False, allow: tuple[str, ...] = ()) -> AuditReport:
+                  with_plan: bool = False, allow: tuple[str, ...] = (),
+                  flags: Flags | None = None) -> AuditReport:
     allow = check_allow(kb, allow)
-    fixed = from_flag(kb, gpus) if gpus else None
+    flags = (flags or Flags()).resolve(kb, gpus)
+    fixed = flags.fixed
     tree = walk(path)
     project = read_project(kb, tree)
-    report = AuditReport(path=str(project.root), files=project.files, notes=project.notes,
-                         allow=list(allow))
+    report = AuditReport(path=str(project.root), files=project.files,
+                         notes=flags.notes + project.notes, allow=list(allow))
     for sign in project.signs:
         report.frameworks.setdefault(sign.framework, []).append(
             f"{sign.kind} {sign.what} ({sign.where})")
-    if not project.units:
+    report.not_audited, report.not_configs = project.not_audited, project.not_configs
+    report.notes += project.not_audited
+    if project.not_configs:
+        report.notes.append(f"{project.not_configs} YAML file(s) are no training config: "
+                            f"skipped")
+    if not project.units and project.unparsed and not project.not_audited:
+        raise KbError(Diagnostic(project.unparsed[0] + (
+            f" (and {len(project.unparsed) - 1} more unparsable files)"
+            if len(project.unparsed) > 1 else "")))
+    if not project.units and not project.not_audited:
         raise KbError(Diagnostic(f"{path}: no training config or script of a known framework "
                                  f"found ({project.files} files read)"))
     for unit in project.units:  # a config's own signs (a script's imports are listed)
-        if unit.kind != "config":
+        if unit.kind == "code":
             continue
         signs = report.frameworks.setdefault(unit.framework, [])
         mine = ", ".join(unit.signs) if unit.signs else "its keys"
@@ -53,8 +66,9 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
         else:
-            report.units.append(_config_report(kb, unit, fixed, with_plan, allow,
-                                               project.root)[0])
+            report.units.append(_config_report(kb, unit, flags, with_plan, allow,
+                                               project.root,
+                                               project.versions.get(unit.framework))[0])
     shared = fixed or nvidia_smi(kb)
     if shared is not None:
         report.hardware, report.hardware_source = shared.spec, shared.source
@@ -80,43 +94,56 @@ def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
 
 
 def hardware_for(kb: KnowledgeBase, unit: Unit, reading: Reading, fixed) -> Hardware:
-    if fixed is not None:
+    """The flags' GPUs (`fixed`), else the config's or the launch's count, of the
+    flags' GPU type (--gpu-spec alone) or nvidia-smi's."""
+    if fixed is not None and fixed.per_node is not None:
         return fixed
+    card = fixed.gpu if fixed is not None else None
+    if unit.launch.flagged and unit.launch.gpus:  # the launcher's flag beats its config file
+        return from_count(kb, unit.launch.gpus, unit.launch.nodes, "launch script", card)
     declared = {option.source_expr.path: int(reading.values[option.key])
                 for option in kb.options_of(unit.framework)
                 if isinstance(option.source_expr, ir.FactRef) and option.key in reading.values
                 and option.source_expr.path in ("query.num_gpus", "query.nodes")}
     if declared.get("query.num_gpus"):
-        return from_count(kb, declared["query.num_gpus"], declared.get("query.nodes"), "config")
+        return from_count(kb, declared["query.num_gpus"], declared.get("query.nodes"), "config",
+                          card)
     counts = [(f.values.get(k), f.values.get(k.replace("num_processes", "num_machines")))
               for f in unit.files.values() for k in f.values
               if k.rsplit(".", 1)[-1] == "num_processes"]  # accelerate's own keys
     for processes, machines in counts:
         if isinstance(processes, int) and processes > 0:
             return from_count(kb, processes, machines if isinstance(machines, int) else None,
-                              "config")
+                              "config", card)
     if unit.launch.gpus:
         return from_count(kb, unit.launch.gpus, unit.launch.nodes or declared.get("query.nodes"),
-                          "launch script")
+                          "launch script", card)
+    if fixed is not None:  # --gpu-spec alone, no count anywhere: one GPU, as the planner
+        return Hardware(fixed.gpu, 1, 1, f"{fixed.source} (one GPU: no count in the config "
+                                         f"or its launch)")
     return nvidia_smi(kb) or Hardware()
 
 
-def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False,
-                   allow: tuple[str, ...] = (), root=None) -> tuple[UnitReport, Hardware]:
+def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool = False,
+                   allow: tuple[str, ...] = (), root: Path | None = None,
+                   version=None) -> tuple[UnitReport, Hardware]:
     fw = kb.frameworks[unit.framework]
-    main_name = next(f.name for f in fw.files if f.kind == "yaml")
+    main_name = main_file(kb, unit.framework, unit.kind)
     main = unit.files[main_name]
-    out = UnitReport(framework=unit.framework, kind="config", path=unit.rel,
-                     files={name: f.rel for name, f in unit.files.items()},
+    out = UnitReport(framework=unit.framework, kind=unit.kind, path=unit.rel,
+                     file_kind=unit.file_kind, files={name: f.rel for name, f in unit.files.items()},
                      signs=unit.signs, notes=list(unit.notes))
     reading = read_options(kb, unit.framework, unit.files)
-    hardware = hardware_for(kb, unit, reading, fixed)
-    model = find_model(kb, main.values)
+    hardware = hardware_for(kb, unit, reading, flags.fixed)
+    model, model_source = model_for(kb, main.values, model_folders(unit, root), flags.forced)
     unseen = {o.key for o in kb.options_of(unit.framework)
               if o.emits and not any(e.target in unit.files for e in o.emits)}
+    refused = {key for key, _, _, _ in reading.effects}  # what reads them is undecided
+    refused |= {option for option, (_, key) in reading.where.items() if key in unit.missing}
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
-                        {key for key, _, _ in reading.odd} | unseen)
+                        {key for key, _, _ in reading.odd} | unseen | refused, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
+    ctx.odd = {key for key, _, _ in reading.odd} | refused
     out.fit, _ = fit_check(ctx)
     estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
         else None
@@ -133,12 +160,16 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
     key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
-                                                    reading)
+                                                    reading, unit.accepted, unit.launch.env)
     rejected = fw.unknown_keys == "error"
     enforced, advised = advice_apart(kb, unit.framework,
-                                     find.rule_errors(ctx, reading, unit.files))
-    out.errors = enforced + (key_found if rejected else [])
-    out.silent = ([] if rejected else key_found) + \
+                                     find.rule_errors(ctx, reading, unit.files, version))
+    refusals, ignored = find.effect_findings(kb, reading, unit.files)
+    refusals += find.launch_findings(unit, hardware)
+    refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
+                                   [e.rel for e in tree_files(root)] if unit.missing else [])
+    out.errors = enforced + (key_found if rejected else []) + refusals
+    out.silent = ([] if rejected else key_found) + ignored + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
@@ -159,29 +190,61 @@ def _config_report(kb: KnowledgeBase, unit: Unit, fixed, with_plan: bool = False
     out.changes_proven = bool(out.changes) and sound(
         ctx, chosen, must_fit=out.fit.status == "fits", consent=False, est=estimator)
     out.basic = _basic(kb, unit, ctx, reading, hardware, model)
+    out.basic["framework"] = _follows(kb, unit.framework, version)
+    if model is not None and model_source != "catalog":
+        out.basic["model"] += f", from {model_source}"
     if with_plan:
-        from kbsolve.audit.best_plan import best_plan  # loads the Z3 solver
-        out.plan = best_plan(ctx, hardware.spec, model.name if model else None)
-    out.undecided = _undecided(out, ctx)
+        from kbsolve.audit.best_plan import best_plan, plan_query  # loads Z3
+        out.plan = best_plan(ctx, plan_query(hardware, flags, model, model_source))
+    out.undecided = _undecided(out, ctx, None if model is not None else model_source)
     through = sorted(reading.where[k][1] for k in reading.values
                      if kb.options[k].passthrough and k in reading.where)
     if through:  # one line, not a finding each: real keys the KB does not reason about
         out.notes.append("pass-through keys (kept as written, not modelled): "
                          + ", ".join(through))
     for key, candidates in reading.ambiguous:
+        if key in ctx.odd:
+            continue  # not judged at all (a missing file, a refused value)
         out.notes.append(f"{key.split('.', 1)[1]}: could be any of "
                          f"{', '.join(str(plain(c)) for c in candidates)}; "
                          f"taken as {plain(reading.values[key])}")
+    for key, seen in reading.disagree:
+        out.notes.append(f"{key.split('.', 1)[1]}: the files disagree ({'; '.join(seen)}); "
+                         f"read as the first, {plain(reading.values[key])}")
+    for key, yaml_key, raw in reading.outside:
+        domain = kb.options[key].domain
+        out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} is "
+                         f"outside the values the planner searches"
+                         + (f" ({', '.join(str(plain(v)) for v in domain)})" if domain else "")
+                         + "; judged as written")
     for key, yaml_key, raw in reading.odd:
         out.notes.append(f"{reading.span(unit.files, key) or unit.rel}: {yaml_key}: {raw!r} "
-                         f"is not a value kbsolve knows; judged at the default")
+                         f"is not a value kbsolve knows; what reads it is undecided")
     return out, hardware
+
+
+def tree_files(root: Path | None):
+    """The project's files, for a "did you mean" (walked again only when needed)."""
+    return walk(root).files if root is not None else []
+
+
+def _follows(kb, framework: str, version) -> str:
+    """Which version the verdicts follow: the KB's, and the project's when it says."""
+    described = kb.frameworks[framework].version
+    line = f"{framework} {described}".strip() + " (verdicts follow the KB's rules of this version)"
+    if version is not None:
+        kind = "pins" if version.pinned else "requires"
+        line += f"; the project {kind} {version.version} ({version.where})"
+        if version.pinned and version.version != described:
+            line += ": rules limited to other versions are left out"
+    return line
 
 
 def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, model) -> dict:
     fw = kb.frameworks[unit.framework]
     basic: dict = {"framework": f"{unit.framework} {fw.version}".strip()}
-    basic["model"] = f"{model.name} ({model.params_b:g}B)" if model is not None else "unknown"
+    basic["model"] = f"{model.name} ({model.params_b:g}B)" if model is not None else \
+        "unknown (see Undecided)"
     if fw.task_option:
         key = f"{unit.framework}.{fw.task_option}"
         basic["task"] = f"{fw.task_option}: {plain(ctx.assignment.get(key))}"
@@ -203,10 +266,32 @@ def _basic(kb, unit: Unit, ctx: Context, reading: Reading, hardware: Hardware, m
     return basic
 
 
-def _undecided(out: UnitReport, ctx: Context) -> list[str]:
-    items = [f"{r.id} ({r.reason})" for r in out.checks if r.status == "undecided"]
-    if out.fit and out.fit.status == "undecided":
-        items.append(f"fit check ({out.fit.reason})")
-    if ctx.missing:
-        items.append("unknown facts: " + ", ".join(sorted(ctx.missing)))
+def _undecided(out: UnitReport, ctx: Context, unknown_model: str | None) -> list[str]:
+    """What is left open, and by what; an unknown model is said once, with
+    everything that waits on it."""
+    on_model: list[str] = []
+    items: list[str] = []
+    for name, reason in [(r.id, r.reason) for r in out.checks if r.status == "undecided"] + \
+            ([("fit check", out.fit.reason)] if out.fit and out.fit.status == "undecided"
+             else []):
+        if unknown_model is not None and _model_only(reason):
+            on_model.append(name)
+        else:
+            items.append(f"{name} ({reason})")
+    missing = sorted(p for p in ctx.missing
+                     if unknown_model is None or not p.startswith("model."))
+    if missing:
+        items.append("unknown facts: " + ", ".join(missing))
+    if unknown_model is not None:
+        items.insert(0, f"the model is unknown ({unknown_model}; give --model NAME, a "
+                        f"config.json or a YAML spec); no verdict rests on a guess of it"
+                        + (f": {', '.join(on_model)}" if on_model else ""))
     return items
+
+
+def _model_only(reason: str) -> bool:
+    """A reason that names only model facts ("needs model.params_b", "unknown: model.x, ...")."""
+    names = reason.split(":", 1)[-1] if reason.startswith("unknown:") else \
+        reason[len("needs "):] if reason.startswith("needs ") else ""
+    parts = [p.strip() for p in names.split(",") if p.strip()]
+    return bool(parts) and all(p.startswith("model.") for p in parts)

@@ -9,6 +9,23 @@ from kbsolve.cli.kbcmd import kb_option
 from kbsolve.render import render
 
 AUDIT_FORMATS = ("markdown", "json", "terminal")
+def planner_flags(fn):
+    """--model, --gpu-spec, --host-ram, as `kbsolve` and `kbsolve estimate` take them."""
+    for option in reversed([
+            click.option("--model", "-m", default=None,
+                         help="Catalog name or alias, a config.json, or a YAML spec; else the "
+                              "config's model (the catalog, or a local folder's config.json)."),
+            click.option("--gpu-spec", "gpu_spec", type=click.Path(dir_okay=False),
+                         default=None, metavar="FILE.yaml",
+                         help="A GPU the catalog lacks, as a YAML of the catalog's GPU fields; "
+                              "--gpus then gives the count, else the config or launch does."),
+            click.option("--host-ram", type=click.FloatRange(min=0, min_open=True),
+                         default=None, metavar="GIB",
+                         help="CPU RAM per node: offloaded memory is judged against it.")]):
+        fn = option(fn)
+    return fn
+
+
 ALLOW_HELP = ("Changes to the recipe, the numerics or the libraries that a change may make: "
               "optins of the KB (fp8, quantization, unsloth, method, ...) or their groups "
               "(numerics, recipe, library). Without it they are not offered.")
@@ -27,11 +44,14 @@ ALLOW_HELP = ("Changes to the recipe, the numerics or the libraries that a chang
               help="Write the recommended changes into each config (the original kept as "
                    ".bak, .bak.1, ...).")
 @click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]", help=ALLOW_HELP)
+@planner_flags
 @kb_option
-def audit_command(path, gpus, fmt, lang, with_plan, apply, allow, packs) -> int:
+def audit_command(path, gpus, fmt, lang, with_plan, apply, allow, model, gpu_spec, host_ram,
+                  packs) -> int:
     """Audit a training project: checklist scores, errors, silent failures, fit."""
     report, written = api.audit(path, gpus, packs=list(packs), fix=apply, plan=with_plan,
-                                allow=list(allow))
+                                allow=list(allow), model=model, gpu_spec=gpu_spec,
+                                host_ram=host_ram)
     click.echo(render(report, fmt, lang=lang), nl=False)
     if written:
         click.echo(render(written, "text", kind="written"), err=True)
@@ -47,9 +67,12 @@ def audit_command(path, gpus, fmt, lang, with_plan, apply, allow, packs) -> int:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.option("--allow", "allow", multiple=True, metavar="NAME[,NAME]", help=ALLOW_HELP)
+@planner_flags
 @kb_option
-def fix_command(config, symptom, gpus, write, fmt, allow, packs) -> int:
+def fix_command(config, symptom, gpus, write, fmt, allow, model, gpu_spec, host_ram,
+                packs) -> int:
     """Changes that cure OOM, slowness or instability, each with its reason."""
-    result = api.fix(config, symptom, gpus, packs=list(packs), write=write, allow=list(allow))
+    result = api.fix(config, symptom, gpus, packs=list(packs), write=write, allow=list(allow),
+                     model=model, gpu_spec=gpu_spec, host_ram=host_ram)
     click.echo(render(result, fmt))
     return 0 if result.suggestions else 1

@@ -19,6 +19,9 @@ WORDS = {
         "proven": "The changes together satisfy every hard rule of the KB{fit}.",
         "proven_fit": " and still fit", "evidence": "found",
         "fits": "fits: {device} GiB of {budget} GiB per GPU",
+        "host_fits": "host RAM fits: {host} GiB of {host_budget} GiB per node (--host-ram)",
+        "host_oom": "host RAM will run out: {host} GiB of {host_budget} GiB per node "
+                    "(--host-ram)",
         "oom": "will OOM by {over} GiB ({device} GiB of {budget} GiB per GPU); the largest term is {term}",
         "band": "the model's error band",
         "fits_band": "fits at the model's error band's upper end: up to {device} GiB (predicted {predicted} GiB, band +{share}) of {budget} GiB per GPU",
@@ -55,6 +58,8 @@ WORDS = {
         "proven": "以上修改合起来满足知识库的全部硬性规则{fit}。",
         "proven_fit": "，且显存放得下", "evidence": "位置",
         "fits": "放得下：每卡 {device} GiB / {budget} GiB",
+        "host_fits": "内存放得下：每节点 {host} GiB / {host_budget} GiB（--host-ram）",
+        "host_oom": "内存不足：每节点 {host} GiB / {host_budget} GiB（--host-ram）",
         "oom": "将 OOM，超出 {over} GiB（每卡 {device} GiB / {budget} GiB）；最大项为 {term}",
         "band": "模型误差带",
         "fits_band": "按模型误差带上限放得下：每卡最多 {device} GiB（预测 {predicted} GiB，误差带 +{share}）/ {budget} GiB",

@@ -367,3 +367,16 @@ def _framework(kb: KnowledgeBase, wanted: str | None, model: Any) -> str:
             return name
     raise KbError(Diagnostic(f"no framework in the KB trains {model.kind} models like "
                              f"{model.name}"))
+
+
+def gpus_of(kb: KnowledgeBase, gpus: str | None, gpu_spec: str | None,
+            notes: list[str]) -> tuple[int, int, Any]:
+    """(nodes, GPUs per node, GPU entry) for --gpus and --gpu-spec, as a query reads
+    them (the audit's flags); --gpu-spec without --gpus is one GPU."""
+    return _gpu(kb, Query.model_construct(gpus=gpus or "1", gpu_spec=gpu_spec), notes)
+
+
+def model_of(kb: KnowledgeBase, text: str, notes: list[str] | None = None) -> Any:
+    """The model --model names: a catalog name or alias, a config.json or its folder,
+    or a YAML spec; an unknown name is exit 2 with suggestions."""
+    return _model(kb, text, notes)

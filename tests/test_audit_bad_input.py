@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -107,3 +108,34 @@ def test_deep_nesting_and_self_reference(capsys, tmp_path):
     report = json.loads(out)
     assert code == 0 and [u["path"] for u in report["units"]] == ["self.yaml"]
     assert any("nested more than 64" in n for n in report["notes"])
+
+
+def test_unparsable_yaml_alone_is_its_parser_line_exit_2(capsys, tmp_path):
+    broken = tmp_path / "train.yaml"
+    broken.write_text("stage: sft\nfinetuning_type: lora\nlora_target: [q_proj, v_proj\n"
+                      "cutoff_len: 1024\n")
+    for path in (broken, tmp_path):  # the file named, or its folder
+        code, out, err = audit(capsys, path)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert "train.yaml:" in err and "YAML syntax error" in err
+        assert "no training config" not in err
+
+
+def test_other_frameworks_lookalike_is_one_line_not_audited(capsys, tmp_path):
+    # verl's SFT trainer config (sections model/data/optim/trainer, as in
+    # volcengine/verl verl/trainer/config/sft_trainer.yaml): once audited as Flow-Factory
+    (tmp_path / "sft_trainer.yaml").write_text(
+        "data:\n  train_batch_size: 256\n  micro_batch_size_per_gpu: 4\n"
+        "  train_files: ~/data/gsm8k/train.parquet\n  max_length: 1024\n"
+        "model:\n  partial_pretrain: Qwen/Qwen2.5-0.5B-Instruct\n"
+        "  enable_gradient_checkpointing: false\n  lora_rank: 0\n  lora_alpha: 16\n"
+        "  target_modules: all-linear\n"
+        "optim:\n  lr: 1e-5\n  weight_decay: 0.01\n"
+        "trainer:\n  total_epochs: 4\n  nnodes: 1\n  n_gpus_per_node: 8\n  seed: 1\n")
+    (tmp_path / "notes.yaml").write_text("shopping: [milk, eggs]\n")
+    code, out, err = audit(capsys, tmp_path)
+    report = json.loads(out)
+    assert code == 0 and report["units"] == []
+    assert report["not_audited"] == [line for line in report["not_audited"]
+                                     if line.startswith("sft_trainer.yaml: not audited: verl")]
+    assert len(report["not_audited"]) == 1 and report["not_configs"] == 1

@@ -81,3 +81,20 @@ def test_flow_factory_errors_are_true(ff):
 def test_flow_factory_sections_are_not_flagged(ff):
     flagged = {f.id for u in ff.units for f in u.silent if f.kind in ("nokey", "wrong_section")}
     assert not any("." in key for key in flagged)  # log.run_name, eval_rewards.dtype are real
+
+
+def test_llamafactory_examples_of_other_kinds_are_one_line_each(lf):
+    """Inference, merge, prediction and v1 configs: "not audited: KIND (why)", no
+    finding (the KB's kinds, kb/llamafactory/file_kinds.yaml)."""
+    audited = {u.path for u in lf.units}
+    lines = {line.split(": not audited: ")[0]: line.split(": not audited: ")[1]
+             for line in lf.not_audited}
+    expected = {"examples/inference/qwen3.yaml": "inference/chat",
+                "examples/inference/qwen3_lora_sft.yaml": "inference/chat",
+                "examples/merge_lora/qwen3_lora_sft.yaml": "export/merge",
+                "examples/extras/nlg_eval/llama3_lora_predict.yaml": "prediction run",
+                "examples/v1/train_lora/train_lora_sft.yaml": "v1 config",
+                "examples/v1/train_full/train_full_fsdp2.yaml": "v1 config"}
+    for path, kind in expected.items():
+        assert path not in audited and kind in lines[path], path
+    assert "examples/train_lora/qwen3_lora_sft.yaml" in audited

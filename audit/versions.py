@@ -1,0 +1,102 @@
+"""Which version of a framework a project runs: a vendored copy's version file
+(kb/<framework>/versions.yaml), else a requirement pinning one of the detect
+block's `dependency` names (requirements*.txt, pyproject.toml, setup.py, ...)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbsolve.audit import kinds
+from kbsolve.diagnostics import Diagnostic, KbError, Span
+
+VERSIONS_FILE = "versions.yaml"
+_SPEC = r"\s*(?:\[[^\]]*\])?\s*(===|==|~=|>=|<=|!=|<|>)\s*([0-9][\w.+!-]*)"
+
+
+@dataclass(frozen=True)
+class ProjectVersion:
+    version: str  # "0.9.3", or a specifier such as ">=0.9.2" when not pinned
+    where: str  # "requirements.txt:4"
+    pinned: bool  # an exact version (==, ===, or a vendored copy's file)
+
+
+def project_version(kb, framework: str, texts) -> ProjectVersion | None:
+    """`texts`: detect.ProjectText of the project."""
+    for entry in texts.tree.files:
+        for path, pattern in _version_files(kb, framework):
+            if entry.rel == path or entry.rel.endswith("/" + path):
+                match = pattern.search(texts.text(entry.rel) or "")
+                if match:
+                    line = (texts.text(entry.rel) or "")[:match.start("version")].count("\n") + 1
+                    return ProjectVersion(match.group("version"), f"{entry.rel}:{line}", True)
+    detector = kb.detectors.get(framework)
+    names = detector.dependencies if detector else ()
+    loose = None
+    for entry in texts.tree.files:
+        if not names or not kinds.is_dependency_file(entry.rel):
+            continue
+        text = texts.text(entry.rel) or ""
+        for name in names:
+            for match in re.finditer(r"(?im)^[\s\"']*" + re.escape(name) + _SPEC, text):
+                line = text[:match.start()].count("\n") + 1
+                op, version = match.group(1), match.group(2)
+                found = ProjectVersion(version if op in ("==", "===") else op + version,
+                                       f"{entry.rel}:{line}", op in ("==", "==="))
+                if found.pinned:
+                    return found
+                loose = loose or found
+    return loose
+
+
+def _version_files(kb, framework: str) -> list[tuple[str, re.Pattern]]:
+    cache = kb.__dict__.setdefault("_version_files", {})
+    if framework not in cache:
+        cache[framework] = _load(kb, framework)
+    return cache[framework]
+
+
+def _load(kb, framework: str) -> list[tuple[str, re.Pattern]]:
+    from kbsolve.catalog.yamlpos import load_yaml, read_text
+    declared = Path(kb.frameworks[framework].meta.span.file)
+    candidates = [declared] if declared.is_absolute() else \
+        [Path(__file__).resolve().parents[1] / declared, declared]
+    path = next((c.parent / VERSIONS_FILE for c in candidates
+                 if (c.parent / VERSIONS_FILE).is_file()), None)
+    if path is None:
+        return []
+    data, positions = load_yaml(read_text(path), file=str(path))
+
+    def fail(message: str, at: tuple = ()) -> KbError:
+        return KbError(Diagnostic(f"{message} ({VERSIONS_FILE} of {framework})",
+                                  positions.get(at, Span(str(path)))))
+
+    if not isinstance(data, dict) or data.get("framework") != framework:
+        raise fail(f"framework: must be {framework}")
+    found = []
+    for i, entry in enumerate(data.get("files") or []):
+        at = ("files", i)
+        if not isinstance(entry, dict) or not all(entry.get(f) for f in
+                                                  ("path", "pattern", "because", "source")):
+            raise fail("an entry needs path, pattern, because and source", at)
+        try:
+            pattern = re.compile(str(entry["pattern"]))
+        except re.error as error:
+            raise fail(f"pattern: {error}", at) from None
+        if "version" not in pattern.groupindex:
+            raise fail("pattern: needs a (?P<version>...) group", at)
+        found.append((str(entry["path"]).strip("/"), pattern))
+    return found
+
+
+def excludes(spec: str, version: ProjectVersion | None) -> bool:
+    """Whether a rule's `versions` specifier leaves out the project's pinned version."""
+    if not spec or version is None or not version.pinned:
+        return False
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(version.version) not in SpecifierSet(spec, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False

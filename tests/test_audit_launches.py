@@ -1,0 +1,129 @@
+"""torchtitan FLUX and diffusers runs are driven by flags: the audit finds the
+launch lines (kb/*/file_kinds.yaml `launches`), reads the flags after the module
+or script (and torchtitan's TOML under them), and judges rules and fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbsolve import api
+from plans import shipped_kb
+
+# torchtitan/models/flux/train_configs/flux_dev_model.toml (pytorch/torchtitan@647c51c, BSD-3), cut
+TOML = """[job]
+dump_folder = "./outputs"
+[model]
+name = "flux"
+flavor = "flux-dev"
+[training]
+local_batch_size = 32
+steps = 30_000
+[parallelism]
+data_parallel_replicate_degree = 1
+data_parallel_shard_degree = -1
+"""
+# torchtitan/models/flux/run_train.sh (pytorch/torchtitan@2f609cd, BSD-3), its torchrun line
+RUN = """NGPU=${NGPU:-"8"}
+export LOG_RANK=${LOG_RANK:-0}
+CONFIG_FILE=${CONFIG_FILE:-"./torchtitan/models/flux/train_configs/flux_dev_model.toml"}
+
+PYTORCH_ALLOC_CONF="expandable_segments:True" \\
+torchrun --nproc_per_node=${NGPU} --rdzv_backend c10d --rdzv_endpoint="localhost:0" \\
+--local-ranks-filter ${LOG_RANK} --role rank --tee 3 \\
+-m torchtitan.models.flux.train --job.config_file ${CONFIG_FILE} \\
+  --training.local_batch_size 4 --dataloader.img_size 256 "$@"
+"""
+# diffusers examples/dreambooth/README_flux.md's launch (huggingface/diffusers, Apache-2.0)
+DIFFUSERS = """```bash
+export MODEL_NAME="black-forest-labs/FLUX.1-dev"
+```
+
+```bash
+accelerate launch train_dreambooth_lora_flux.py \\
+  --pretrained_model_name_or_path=$MODEL_NAME \\
+  --instance_data_dir="dog" --output_dir="trained-flux-lora" \\
+  --mixed_precision="bf16" --instance_prompt="a photo of sks dog" \\
+  --resolution=512 --train_batch_size=1 --guidance_scale=1 \\
+  --gradient_accumulation_steps=4 --optimizer="prodigy" --learning_rate=1. \\
+  --max_train_steps=500 --seed="0"
+```
+Outside a code block, python train_dreambooth_lora_flux.py is only prose.
+"""
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return shipped_kb()
+
+
+def test_torchtitan_flux_launch_is_audited(kb, tmp_path):
+    configs = tmp_path / "torchtitan/models/flux/train_configs"
+    configs.mkdir(parents=True)
+    (configs / "flux_dev_model.toml").write_text(TOML)
+    (tmp_path / "run_train.sh").write_text(RUN)
+    report = api.audit(str(tmp_path), "8xH100", kb=kb)[0]
+    [unit] = report.units
+    assert unit.framework == "torchtitan" and unit.kind == "launch"
+    assert unit.path == "run_train.sh" and unit.basic["launch"] == "run_train.sh"
+    assert unit.fit.status == "fits" and unit.fit.device_gib > 1
+    assert not [f for f in unit.errors if f.kind == "rule"]  # square 256 crops, as written
+    small = unit.fit.device_gib
+    (tmp_path / "run_train.sh").write_text(RUN.replace("local_batch_size 4", "local_batch_size 8"))
+    bigger = api.audit(str(tmp_path), "8xH100", kb=kb)[0].units[0].fit.device_gib
+    assert bigger > small  # the line's flag, over the TOML's 32, is what is judged
+
+
+def test_diffusers_readme_launch_is_audited_and_never_written(kb, tmp_path):
+    (tmp_path / "README.md").write_text(DIFFUSERS)
+    report, written = api.audit(str(tmp_path), "1xH100", kb=kb, fix=True)
+    [unit] = report.units
+    assert unit.framework == "diffusers" and unit.path == "README.md"
+    assert unit.basic["model"].startswith("flux1-dev")
+    assert unit.fit.status == "fits"
+    assert not [f for f in unit.errors + unit.silent if f.kind in ("rule", "value_alias")]
+    assert written == {} and (tmp_path / "README.md").read_text() == DIFFUSERS
+
+
+def test_a_script_the_kb_does_not_describe_is_one_line(kb, tmp_path):
+    """diffusers' full DreamBooth script (not the LoRA one the KB describes)."""
+    (tmp_path / "train.sh").write_text(
+        "accelerate launch train_dreambooth_flux.py --pretrained_model_name_or_path="
+        "black-forest-labs/FLUX.1-dev --resolution=1024 --train_batch_size=1\n")
+    report = api.audit(str(tmp_path), "1xA100", kb=kb)[0]
+    assert report.units == [] and len(report.not_audited) == 1
+    assert report.not_audited[0].startswith("train.sh: not audited: diffusers")
+
+
+def test_more_processes_than_visible_gpus(kb, tmp_path):
+    """accelerate starts num_processes 4 (its config) with CUDA_VISIBLE_DEVICES=5,7."""
+    from shared_data import shared_dir
+    examples = shared_dir("examples") / "llamafactory" / "examples"
+    (tmp_path / "sft.yaml").write_text((examples / "train_full/qwen3_full_sft.yaml").read_text())
+    (tmp_path / "fsdp.yaml").write_text(
+        (examples / "accelerate/fsdp_config.yaml").read_text().replace(
+            "num_processes: 2", "num_processes: 4"))
+    (tmp_path / "run.sh").write_text('CUDA_VISIBLE_DEVICES="5,7" accelerate launch '
+                                     "--config_file fsdp.yaml src/train.py sft.yaml\n")
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    [finding] = [f for f in unit.errors if f.kind == "launch"]
+    assert "4 processes" in finding.message and "2 GPU" in finding.message
+
+
+def test_llamafactory_flags_launch(kb, tmp_path):
+    """A LlamaFactory run given as flags (LlamaFactory issue 3259's script, cut): a
+    bare --flash_attn is refused, a misspelt DeepSpeed path does not exist."""
+    (tmp_path / "train.sh").write_text(
+        "deepspeed --num_gpus 8 --master_port=9901 src/train_bash.py \\\n"
+        "    --deepspeed examples/deepseed/ds_z3_offload_config.json \\\n"
+        "    --stage sft --cutoff_len 32768 --do_train \\\n"
+        "    --model_name_or_path Qwen/Qwen2.5-32B --finetuning_type full \\\n"
+        "    --per_device_train_batch_size 1 --evaluation_strategy steps \\\n"
+        "    --bf16 --flash_attn\n")
+    [unit] = api.audit(str(tmp_path), "8xA100", kb=kb)[0].units
+    assert unit.framework == "llamafactory" and unit.kind == "launch"
+    assert unit.basic["cutoff_len"] == 32768 and "8 (80 GB)" in unit.basic["hardware"]
+    errors = {f.kind: f for f in unit.errors}
+    assert errors["refused_value"].id == "flash_attn"
+    assert errors["refused"].id == "evaluation_strategy"
+    assert "examples/deepspeed/ds_z3_offload_config.json" in errors["missing_file"].message
+    assert not any("taken as" in n for n in unit.notes)  # the ZeRO stage is not guessed
