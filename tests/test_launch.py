@@ -204,6 +204,17 @@ def test_two_nodes_agree(name, emitted, stubs, tmp_path):
         assert view["master"].startswith(MASTER + ":")
 
 
+def test_one_node_pins_the_process_count(stubs, tmp_path):
+    """LlamaFactory's launcher starts as many ranks as it sees devices unless
+    NPROC_PER_NODE says otherwise (launcher.py 60-66): a 4-GPU plan on an 8-GPU box
+    must still launch 4 processes."""
+    folder = _emit({"gpus": "4xL40S", "model": "qwen3-8b", "top": 0,
+                    "set": ["deepspeed=z2"]}, tmp_path / "out")
+    record, done = _run(folder / "run.sh", stubs, tmp_path, {})
+    assert done.returncode == 0 and record, done.stderr
+    assert _view(record)["per_node"] == 4 and _view(record)["world"] == 4
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_several_nodes_need_master_addr(name, emitted, stubs, tmp_path):
     record, done = _run(emitted[name] / "run.sh", stubs, tmp_path, {"NODE_RANK": "1"})
