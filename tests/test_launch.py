@@ -285,6 +285,29 @@ def test_requirements_list_liger_exactly_when_enabled(name, emitted):
     assert ("deepspeed" in packages) == ("deepspeed" in train)
 
 
+def _requirements(folder: Path) -> dict[str, Requirement]:
+    lines = [line for line in (folder / "requirements.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    return {Requirement(line).name: Requirement(line) for line in lines}
+
+
+def test_fa3_only_with_consent_and_a_source_build(tmp_path):
+    """There is no FlashAttention-3 package on PyPI: without --allow fa3 an H100 plan
+    takes fa2 and lists flash-attn; with it, requirements.txt builds flash_attn_3
+    from a pinned commit and says so."""
+    query = {"gpus": "1xH100", "model": "qwen3-8b", "top": 0}
+    plain = _emit(query, tmp_path / "plain")
+    assert yaml.safe_load((plain / "train.yaml").read_text())["flash_attn"] == "fa2"
+    assert _requirements(plain)["flash-attn"].specifier.contains("2.5.6")
+    allowed = _emit({**query, "allow": ["fa3"]}, tmp_path / "fa3")
+    assert yaml.safe_load((allowed / "train.yaml").read_text())["flash_attn"] == "fa3"
+    fa3 = _requirements(allowed)["flash_attn_3"]
+    assert fa3.url.startswith("git+https://github.com/Dao-AILab/flash-attention.git@")
+    assert fa3.url.endswith("#subdirectory=hopper") and "flash-attn" not in _requirements(allowed)
+    assert "# flash_attn_3: FlashAttention-3 has no package on PyPI" in \
+        (allowed / "requirements.txt").read_text()
+
+
 def test_flowfactory_requirements_follow_the_plan(emitted):
     lines = (emitted["flowfactory"] / "requirements.txt").read_text().splitlines()
     accelerate = yaml.safe_load((emitted["flowfactory"] / "accelerate_config.yaml").read_text())
