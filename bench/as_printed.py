@@ -260,7 +260,7 @@ def check(kb, fields: dict, plan, folder: Path, emit: bool = True) -> list[str]:
     wrong += _references(files, folder)
     wrong += _processes(plan, files)
     wrong += _requirements(plan, files)
-    wrong += _overridden(plan.config)
+    wrong += _overridden(fields, plan)
     return wrong
 
 
@@ -345,14 +345,18 @@ def _requirements(plan, files: dict) -> list[str]:
     return wrong
 
 
-def _overridden(config: dict) -> list[str]:
+def _overridden(fields: dict, plan) -> list[str]:
     """Settings the framework overrides: Unsloth keeps its checkpointing and replaces
-    Liger's kernels (LlamaFactory's loader.py 142-149, unsloth.py 47 and 77)."""
-    if not config.get("use_unsloth"):
+    Liger's kernels (LlamaFactory's loader.py 142-149, unsloth.py 47 and 77). The
+    plan may keep one only where the query pinned it, and then must warn."""
+    if not plan.config.get("use_unsloth"):
         return []
+    pinned = {text.split("=", 1)[0].strip() for text in fields.get("set", [])}
+    warned = any("UNSLOTH" in w.id for w in plan.warnings)
     return [f"Unsloth with {key}=true, which LlamaFactory's Unsloth path overrides"
+            + ("" if key not in pinned else " (pinned, and no warning says so)")
             for key in ("disable_gradient_checkpointing", "enable_liger_kernel")
-            if config.get(key)]
+            if plan.config.get(key) and (key not in pinned or not warned)]
 
 
 def measure(queries: list[dict] | None = None) -> dict:
