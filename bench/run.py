@@ -10,8 +10,8 @@ import json
 import time
 from pathlib import Path
 
-from bench import (accuracy, audit_project, cold, deep_check, determinism, dit_accuracy,
-                   kb_load, recipe, solve, warm)
+from bench import (accuracy, as_printed, audit_project, cold, deep_check, determinism,
+                   dit_accuracy, kb_load, recipe, solve, warm)
 from bench.machine import describe
 
 RESULTS = Path(__file__).with_name("results.json")
@@ -24,6 +24,7 @@ SECTIONS = {
                                 if k not in ("worst_rows", "worst_speed_rows")},
     "dit_accuracy": lambda: {k: v for k, v in dit_accuracy.measure().items() if k != "rows"},
     "recipe_grid": recipe.measure,
+    "as_printed_grid": as_printed.measure,
     "determinism": determinism.measure,
     "determinism_under_load": determinism.under_load,
 }
@@ -115,6 +116,11 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
          f"{len(_get(r, 'recipe_grid', 'recipe_grid_defects', default=[]) or [])} defects, "
          f"batch varies for {len(_get(r, 'recipe_grid', 'recipe_batch_varies', default={}) or {})}"
          f" model/task", "0 defects, 0 varying"),
+        (f"plans run as printed ({_get(r, 'as_printed_grid', 'as_printed_queries')} queries: "
+         f"{_get(r, 'as_printed_grid', 'as_printed_statuses')}): emitted files read back "
+         f"equal the plan, files named exist, process count, requirements name every package",
+         f"{len(_get(r, 'as_printed_grid', 'as_printed_defects', default=[]) or [])} defects",
+         "0 defects"),
         *_accuracy_rows(acc),
         _dit_row(r.get("dit_accuracy", {})),
         (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "

@@ -46,6 +46,16 @@ class FieldRule:
 
 
 @dataclass(frozen=True)
+class Template:
+    """LlamaFactory's chat template of the configs an entry reads (model.template):
+    `name`, when the expression `when` (over the fields; none: always) holds."""
+
+    name: str
+    when: str | None
+    source: str
+
+
+@dataclass(frozen=True)
 class Reader:
     """One model_type's reading, its `like` chain already merged in."""
 
@@ -57,6 +67,7 @@ class Reader:
     because: str
     source: str
     span: Span | None = None
+    template: Template | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,8 @@ class HfTable:
 
 
 _ENTRY_KEYS = {"model_type", "also", "like", "mlp", "because", "source", "fields", "count",
-               "notes", "override"}
+               "notes", "override", "template"}
+_TEMPLATE_KEYS = {"name", "when", "source"}
 _FIELD_KEYS = {"keys", "default", "factor", "type", "min", "optional"}
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
         ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b}
@@ -176,9 +188,33 @@ def _check_entry(item: Any, at: tuple, pos: Positions, sink: DiagnosticSink) -> 
         expr = _parse(text, pos[at + ("count", name)], sink)
         ok &= expr is not None
         parsed_count[name] = ast.unparse(expr) if expr is not None else ""
+    template = _check_template(item.get("template"), at + ("template",), pos, sink) \
+        if "template" in item else None
+    ok &= template is not None or "template" not in item
     if not ok:
         return None
-    return dict(item, fields=parsed_fields, count=parsed_count)
+    return dict(item, fields=parsed_fields, count=parsed_count, template=template)
+
+
+def _check_template(spec: Any, at: tuple, pos: Positions,
+                    sink: DiagnosticSink) -> Template | None:
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) and spec[k].strip()
+                                             for k in ("name", "source")):
+        sink.error("'template' must be a mapping with a 'name' and a 'source' (and an "
+                   "optional 'when' expression)", pos[at])
+        return None
+    for key in spec:
+        if key not in _TEMPLATE_KEYS:
+            sink.error(f"template: unknown key '{key}'"
+                       f"{did_you_mean(str(key), sorted(_TEMPLATE_KEYS))}", pos[at + (key,)])
+            return None
+    when = None
+    if "when" in spec:
+        tree = _parse(spec["when"], pos[at + ("when",)], sink)
+        if tree is None:
+            return None
+        when = ast.unparse(tree)
+    return Template(spec["name"], when, spec["source"])
 
 
 def _check_field(name: Any, spec: Any, at: tuple, pos: Positions,
@@ -258,7 +294,7 @@ def _merge(model_type: str, raw: dict, sink: DiagnosticSink, chain: list[str]) -
         return None
     fields: dict[str, FieldRule] = {}
     count: dict[str, str] = {}
-    mlp = None
+    mlp, template = None, None
     parent = entry.get("like")
     if parent is not None:
         if parent not in raw:
@@ -268,18 +304,23 @@ def _merge(model_type: str, raw: dict, sink: DiagnosticSink, chain: list[str]) -
         base = _merge(parent, raw, sink, chain + [model_type])
         if base is None:
             return None
-        fields, count, mlp = dict(base.fields), dict(base.count), base.mlp
+        fields, count, mlp, template = dict(base.fields), dict(base.count), base.mlp, \
+            base.template
     fields.update(entry["fields"])
     count.update(entry["count"])
     reader = Reader(model_type, (model_type, *entry.get("also", [])), fields, count,
-                    entry.get("mlp", mlp), entry["because"], entry["source"], span)
+                    entry.get("mlp", mlp), entry["because"], entry["source"], span,
+                    entry.get("template") or template)
     if not chain:  # names are checked once, on the merged entry
         if TOTAL not in count:
             sink.error(f"model_type '{model_type}' has no count term '{TOTAL}'", span)
             return None
         known = set(fields) | set(count) | set(_LITERALS)
+        conditions = {"when": reader.template.when} \
+            if reader.template and reader.template.when else {}
         for where, exprs in (("count", count), ("fields", {n: r.default for n, r in fields.items()
-                                                            if r.default is not None})):
+                                                            if r.default is not None}),
+                             ("template", conditions)):
             for name, expr in exprs.items():
                 for node in ast.walk(_tree(expr)):
                     if isinstance(node, ast.Name) and node.id not in known:
@@ -504,6 +545,9 @@ def model_from_hf_config(path: str | os.PathLike, *, name: str | None = None,
                    hf_id=hf_id or str(Path(file).resolve().parent), source=f"hf: {file}")
     if reader.mlp is not None:
         spec_in["mlp"] = reader.mlp
+    template = _template(reading)
+    if template is not None:
+        spec_in["template"] = template
     try:
         return schema.model_validate(spec_in)
     except ValidationError as e:
@@ -534,6 +578,21 @@ def _evaluate(reading: _Reading, schema: type, spec_in: dict, file: str,
     if not reading.missing and not reading.bad and params <= 0:
         sink.error(f"the parameter count of this config comes out as {params}", Span(file))
     return params
+
+
+def _template(reading: _Reading) -> str | None:
+    """The entry's chat template when its condition holds for this config."""
+    template = reading.reader.template
+    if template is None:
+        return None
+    if template.when is not None:
+        try:
+            holds = reading.eval(_tree(template.when))
+        except (_Cycle, ValueError):
+            return None
+        if holds is ABSENT or not holds:
+            return None
+    return template.name
 
 
 def _missing(reading: _Reading, model_type: str, file: str) -> Diagnostic:

@@ -145,7 +145,7 @@ def write_files(kb: KnowledgeBase, plan, directory: str, force: bool = False) ->
             texts.setdefault(spec.path, []).append(json.dumps(content, indent=2) + "\n")
         elif spec.kind == "requirements" and content:
             texts.setdefault(spec.path, []).append(
-                _requirements(content, spec.name, spans, spec.path))
+                _requirements(content, spec.name, spans, docs, spec.path))
     scripts = {path: _script(path, kinds) for path, kinds in shell.items()
                if any(kinds.values())}
     files = {path: scripts[path] if path in scripts else "".join(texts[path])
@@ -198,9 +198,12 @@ def _flags(name: str, content: dict) -> list[str]:
     return lines + [")"]
 
 
-def _requirements(content: dict, file: str, spans: dict, path: str) -> str:
+def _requirements(content: dict, file: str, spans: dict, docs: dict, path: str) -> str:
+    """One requirement a line, each after its emit's doc as a comment (how to install it)."""
     lines = [f"# The packages this plan needs: pip install -r {path}"]
     for package, spec in content.items():
+        if docs.get((file, package)):
+            lines.append(f"# {package}: {docs[(file, package)]}")
         spec = str(spec or "").strip()
         line = f"{package} {spec}" if spec.startswith("@") else f"{package}{spec}"
         try:

@@ -128,7 +128,8 @@ def route_pins(kb: KnowledgeBase, framework: str, query: Query, texts: list[str]
     Returns the query fields so set and the --set texts left as pins."""
     nodes, per_node, _ = parse_gpus(query.gpus)
     derived = {"num_gpus": nodes * per_node, "nodes": nodes, "gpus_per_node": per_node}
-    flags = {"seq_len": query.seq_len, "frames": query.frames}
+    flags = {"seq_len": query.seq_len, "frames": query.frames,
+             "inter_node_gbps": _network_gbps(kb, query)}
     if query.resolution is not None:
         match = re.fullmatch(r"\s*(\d+)\s*[xX*]\s*(\d+)\s*", query.resolution)
         if match:
@@ -141,7 +142,7 @@ def route_pins(kb: KnowledgeBase, framework: str, query: Query, texts: list[str]
         fact = fact_binding(kb, option)
         field = fact.split(".", 1)[1] if fact else None
         if field is None or not _shape_option(kb, framework, fact, option) or \
-                (field not in derived and field not in _SHAPE_FLAGS):
+                (field not in derived and field not in _BOUND_FLAGS):
             kept.append(text)
             continue
         name, shown = option.name, int(value)
@@ -151,7 +152,7 @@ def route_pins(kb: KnowledgeBase, framework: str, query: Query, texts: list[str]
                                          f"({query.gpus} gives {derived[field]}); change "
                                          f"--gpus instead"))
             continue
-        flag = _SHAPE_FLAGS[field]
+        flag = _BOUND_FLAGS[field]
         if flags.get(field) is not None and flags[field] != shown:
             raise KbError(Diagnostic(f"--set {text.strip()}: {name} follows {flag}, which "
                                      f"gives {flags[field]}; give one of them"))
@@ -218,6 +219,8 @@ def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, mod
         values["seq_len"] = query.seq_len
     if query.frames is not None:
         values["frames"] = query.frames
+    if query.network is not None:
+        values["inter_node_gbps"] = _network_gbps(kb, query)
     if query.resolution is not None:
         match = re.fullmatch(r"\s*(\d+)\s*[xX*]\s*(\d+)\s*", query.resolution)
         if not match or min(int(match.group(1)), int(match.group(2))) < 1:
@@ -236,6 +239,14 @@ def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, mod
 
 _SHAPE_FLAGS = {"seq_len": "--seq-len", "frames": "--frames", "height": "--resolution",
                 "width": "--resolution"}  # query field -> the flag that sets it
+_BOUND_FLAGS = {**_SHAPE_FLAGS, "inter_node_gbps": "--network"}  # and the options bound to them
+
+
+def _network_gbps(kb: KnowledgeBase, query: Query) -> int | None:
+    """--network's bandwidth per node in Gbit/s (query.inter_node_gbps)."""
+    if query.network is None:
+        return None
+    return int(kb.catalog.network(query.network).gbps)
 
 
 def _shape_note(model, shape: dict[str, int]) -> str:

@@ -412,7 +412,7 @@ def test_fact_fields_lists():
     assert fact_fields("network") == ["kind", "gbps"]
     assert fact_fields("query") == ["num_gpus", "nodes", "gpus_per_node", "seq_len", "height",
                                     "width", "frames", "host_headroom_pct", "global_batch",
-                                    "headroom_pct"]
+                                    "inter_node_gbps", "headroom_pct"]
     assert "memory_gib" in fact_fields("gpu") and "source" not in fact_fields("gpu")
     assert fact_fields("nope") == []
 

@@ -163,6 +163,30 @@ def test_a_published_config_counts_its_published_parameters(tmp_path, name):
         assert hf_param_count(model.model_dump()) == round(model.params_b * 1e9)
 
 
+# LlamaFactory's chat template by the README's supported-models table (None: its default)
+TEMPLATES = {"llama-3.1-8b": "llama3", "qwen2.5-7b": "qwen", "qwen3-8b": "qwen3",
+             "qwen3-30b-a3b": "qwen3", "qwen1.5-moe-a2.7b": "qwen", "qwen-7b": "qwen",
+             "mistral-7b": "mistral", "mixtral-8x7b": "mistral", "phi-3-mini": "phi",
+             "gemma-7b": "gemma", "gemma-2-9b": "gemma2", "deepseek-v3": "deepseek3",
+             "gpt2": None, "phi-2": None}
+
+
+def test_a_config_gets_its_family_chat_template(tmp_path):
+    for name, template in TEMPLATES.items():
+        model = model_from_hf_config(_write(tmp_path, name, CONFIGS[name][0]))
+        assert getattr(model, "template", None) == template, name
+    llama2 = dict(CONFIGS["llama-3.1-8b"][0], vocab_size=32000)  # not a Llama 3 vocabulary
+    assert getattr(model_from_hf_config(_write(tmp_path, "llama-2", llama2)), "template",
+                   None) is None
+
+
+def test_the_plan_writes_the_config_s_template(tmp_path):
+    from kbsolve import api
+    path = _write(tmp_path, "Qwen2.5-7B-Instruct", CONFIGS["qwen2.5-7b"][0])
+    estimate = api.estimate({"gpus": "1xH100", "model": str(path)}, {})
+    assert estimate.config["template"] == "qwen"
+
+
 def test_the_quirks_are_read_as_the_table_says(tmp_path):
     def read(name):
         return model_from_hf_config(_write(tmp_path, name, CONFIGS[name][0]))

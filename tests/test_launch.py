@@ -204,6 +204,17 @@ def test_two_nodes_agree(name, emitted, stubs, tmp_path):
         assert view["master"].startswith(MASTER + ":")
 
 
+def test_one_node_pins_the_process_count(stubs, tmp_path):
+    """LlamaFactory's launcher starts as many ranks as it sees devices unless
+    NPROC_PER_NODE says otherwise (launcher.py 60-66): a 4-GPU plan on an 8-GPU box
+    must still launch 4 processes."""
+    folder = _emit({"gpus": "4xL40S", "model": "qwen3-8b", "top": 0,
+                    "set": ["deepspeed=z2"]}, tmp_path / "out")
+    record, done = _run(folder / "run.sh", stubs, tmp_path, {})
+    assert done.returncode == 0 and record, done.stderr
+    assert _view(record)["per_node"] == 4 and _view(record)["world"] == 4
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_several_nodes_need_master_addr(name, emitted, stubs, tmp_path):
     record, done = _run(emitted[name] / "run.sh", stubs, tmp_path, {"NODE_RANK": "1"})
@@ -272,6 +283,29 @@ def test_requirements_list_liger_exactly_when_enabled(name, emitted):
         assert packages["liger-kernel"].specifier.contains("0.6.3")  # requirements/liger-kernel.txt
         assert not packages["liger-kernel"].specifier.contains("0.6.2")
     assert ("deepspeed" in packages) == ("deepspeed" in train)
+
+
+def _requirements(folder: Path) -> dict[str, Requirement]:
+    lines = [line for line in (folder / "requirements.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    return {Requirement(line).name: Requirement(line) for line in lines}
+
+
+def test_fa3_only_with_consent_and_a_source_build(tmp_path):
+    """There is no FlashAttention-3 package on PyPI: without --allow fa3 an H100 plan
+    takes fa2 and lists flash-attn; with it, requirements.txt builds flash_attn_3
+    from a pinned commit and says so."""
+    query = {"gpus": "1xH100", "model": "qwen3-8b", "top": 0}
+    plain = _emit(query, tmp_path / "plain")
+    assert yaml.safe_load((plain / "train.yaml").read_text())["flash_attn"] == "fa2"
+    assert _requirements(plain)["flash-attn"].specifier.contains("2.5.6")
+    allowed = _emit({**query, "allow": ["fa3"]}, tmp_path / "fa3")
+    assert yaml.safe_load((allowed / "train.yaml").read_text())["flash_attn"] == "fa3"
+    fa3 = _requirements(allowed)["flash_attn_3"]
+    assert fa3.url.startswith("git+https://github.com/Dao-AILab/flash-attention.git@")
+    assert fa3.url.endswith("#subdirectory=hopper") and "flash-attn" not in _requirements(allowed)
+    assert "# flash_attn_3: FlashAttention-3 has no package on PyPI" in \
+        (allowed / "requirements.txt").read_text()
 
 
 def test_flowfactory_requirements_follow_the_plan(emitted):

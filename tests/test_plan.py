@@ -199,12 +199,20 @@ def test_top_level_api():
 
 def test_an_infeasible_plan_emits_nothing(kb, tmp_path):
     plan = api.solve({"gpus": "8xH100", "model": "llama3-70b", "set": ["finetuning_type=full"],
-                      "top": 0}, kb)  # offloading needs more than the assumed 1 TiB node
+                      "host_ram": 1024, "top": 0}, kb)  # offloading needs more than 1 TiB
     assert plan.status == "infeasible"
     assert any(f.kind == "host_ram" and f.host_ram_gib > 1024 for f in plan.fixes)
     with pytest.raises(api.KbError, match="nothing to write"):
         api.emit(plan, str(tmp_path / "out"), kb)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_h100_node_is_assumed_to_have_2_tb(kb):
+    """DGX H100 datasheet: 2 TB per 8-GPU node; a 70B full ZeRO-3 offload run fits it."""
+    plan = api.solve({"gpus": "8xH100", "model": "llama3-70b", "top": 0,
+                      "set": ["finetuning_type=full", "deepspeed=z3_offload"]}, kb)
+    assert plan.status == "optimal" and plan.memory.host_fits
+    assert "2048 GiB" in plan.memory.host_budget_source
 
 
 def test_host_ram_bounds_offloading_plans(kb):
