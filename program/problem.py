@@ -92,7 +92,9 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
         if key in pins and (option.passthrough or option.domain is None and option.low is None):
             fixed[key] = pins[key]
         elif key in pins:  # kept as a choice so that a clash names the pin
-            choices[key] = tuple(option.domain) if option.domain is not None else (pins[key],)
+            values = tuple(option.domain) if option.domain is not None else ()
+            # a value the framework takes beyond the search's set (bound) joins it
+            choices[key] = values + ((pins[key],) if pins[key] not in values else ())
         elif option.source_expr is not None:
             fixed[key] = _from_facts(option, evaluator)
         elif option.domain is not None:
@@ -257,11 +259,10 @@ def _pin_value(option: Option, name: str, raw: str, kb: KnowledgeBase | None = N
             value = Fraction(raw)
         except (ValueError, ZeroDivisionError):
             raise KbError(Diagnostic(f"--set {name}={raw}: {name} takes a number")) from None
-        if option.domain is not None and value not in option.domain:
-            shown = ", ".join(str(v) for v in option.domain)
-            raise KbError(Diagnostic(f"--set {name}={raw}: outside the domain ({shown})"))
-        if option.low is not None and not option.low <= value <= option.high:
-            raise KbError(Diagnostic(f"--set {name}={raw}: outside {option.low}..{option.high}"))
+        if not option.accepts(value):
+            what = f"{name} takes {option.valid_values()}" if option.bounds else \
+                f"outside the domain ({option.valid_values()})"
+            raise KbError(Diagnostic(f"--set {name}={raw}: {what}"))
         return value
     typed = typed_value(kb, option, raw)
     if typed is not None:

@@ -49,3 +49,48 @@ def test_a_spec_that_states_no_bf16_still_refuses_it(capsys, tmp_path):
     assert resolved.problem.facts["gpu.bf16_known"] is True
     assert resolve(load_kb(), Query(gpus="1x16GB", model="qwen3-0.6b")
                    ).problem.facts["gpu.bf16_known"] is False
+
+
+# ---- values the framework takes beyond the search's domains ----------------------------
+
+
+@pytest.mark.parametrize("pin", ["per_device_train_batch_size=6",
+                                 "per_device_train_batch_size=40", "lora_rank=2"])
+def test_estimate_takes_values_beyond_the_search_set(capsys, pin):
+    code, out, err = run(capsys, "estimate", "--gpus", "8xA100", "--model", "qwen3-8b",
+                         "--set", pin, "--format", "json")
+    import json
+    data = json.loads(out)
+    name, value = pin.split("=")
+    assert code in (0, 1) and not err and data["config"][name] == int(value)
+
+
+def test_memory_follows_a_rank_beyond_the_set(kb):
+    from kbsolve.api import estimate
+    low = estimate(Query(gpus="1xA100", model="qwen3-8b"), {"lora_rank": "2"}, kb=kb)
+    high = estimate(Query(gpus="1xA100", model="qwen3-8b"), {"lora_rank": "4"}, kb=kb)
+    assert low.memory.per_gpu_gib.device < high.memory.per_gpu_gib.device
+
+
+def test_plan_keeps_a_pin_beyond_the_set(capsys):
+    code, out, _ = run(capsys, "--gpus", "4xA100", "--model", "qwen3-8b", "--top", "0",
+                       "--set", "per_device_train_batch_size=3", "--global-batch", "48",
+                       "--format", "json")
+    assert code == 0 and '"per_device_train_batch_size": 3' in out
+
+
+def test_bounds_still_refuse(capsys):
+    code, _, err = run(capsys, "estimate", "--gpus", "1xA100", "--model", "qwen3-8b",
+                       "--set", "lora_rank=0")
+    assert code == 2 and "lora_rank takes whole numbers >= 1" in err
+
+
+def test_audit_reads_a_value_beyond_the_set(capsys, tmp_path):
+    (tmp_path / "train.yaml").write_text(
+        "model_name_or_path: Qwen/Qwen3-8B\nstage: sft\ndo_train: true\nfinetuning_type: lora\n"
+        "lora_rank: 2\ndataset: alpaca_en_demo\ntemplate: qwen3\noutput_dir: out\n"
+        "per_device_train_batch_size: 6\ngradient_accumulation_steps: 2\nbf16: true\n")
+    code, out, _ = run(capsys, "audit", str(tmp_path), "--gpus", "1xA100", "--format", "json")
+    assert code in (0, 1)
+    for name in ("lora_rank", "per_device_train_batch_size"):
+        assert f"needs a value the KB does not model: {name}" not in out
