@@ -94,3 +94,18 @@ def test_audit_reads_a_value_beyond_the_set(capsys, tmp_path):
     assert code in (0, 1)
     for name in ("lora_rank", "per_device_train_batch_size"):
         assert f"needs a value the KB does not model: {name}" not in out
+
+
+# ---- a default global batch smaller than the GPU count ---------------------------------
+
+
+def test_default_batch_below_the_gpu_count_offers_the_batch_that_fits(kb):
+    from kbsolve.api import solve
+    query = Query(gpus="16x8xH100", model="qwen3-0.6b", top=0)
+    plan = solve(query, kb=kb)
+    assert plan.status == "infeasible"
+    fix = next(f for f in plan.fixes if f.kind == "global_batch")
+    assert fix.global_batch == 128 and "--global-batch 128" in fix.description
+    assert "recipe change" in fix.description
+    fixed = solve(query.model_copy(update={"global_batch": fix.global_batch}), kb=kb)
+    assert fixed.status == "optimal" and fixed.global_batch.value == 128
