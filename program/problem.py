@@ -112,6 +112,24 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
     return Problem(kb, framework, facts, fixed, choices, dict(pins), budget)
 
 
+def unset_values(problem: Problem) -> dict[str, Any]:
+    """What an estimate gives the options it is not told: the default, unless the
+    rules that read that option alone (with facts) refuse it; then the first value
+    of its domain they allow (diffusers' script follows the model's family)."""
+    values: dict[str, Any] = {}
+    base = {**{o.key: o.default for o in problem.options}, **problem.fixed, **problem.pinned}
+    for key, choices in problem.choices.items():
+        if key in problem.pinned:
+            continue
+        own = [r for r in problem.items(problem.kb.rules)
+               if options_read(problem.kb, r.constraint) == {key}]
+        run = problem.evaluator.run
+        allowed = [v for v in choices if all(run(r.constraint, {**base, key: v}) for r in own)]
+        default = problem.kb.options[key].default
+        values[key] = default if default in allowed or not allowed else allowed[0]
+    return values
+
+
 SATISFIABLE_LIMIT = 100_000  # assignments tried per rule before giving up the check
 
 

@@ -242,11 +242,8 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
             resolved = resolve(kb, query.model_copy(update={"global_batch": int(made)}),
                                consent=False)
     problem = resolved.problem
-    assignment = dict(problem.fixed)
-    for key in problem.choices:
-        option = kb.options[key]
-        assignment[key] = problem.pinned.get(key, option.default)
-    from kbsolve.program.problem import parse_pin
+    from kbsolve.program.problem import parse_pin, unset_values
+    assignment = {**problem.fixed, **unset_values(problem), **problem.pinned}
     given = dict(parse_pin(kb, problem.framework, f"{k}={v}") for k, v in settings.items())
     assignment = {**settle(problem, {**assignment, **given}), **given}  # a setting wins its `from`
     metrics = measure(problem, assignment)
