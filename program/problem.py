@@ -96,7 +96,7 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
             # a value the framework takes beyond the search's set (bound) joins it
             choices[key] = values + ((pins[key],) if pins[key] not in values else ())
         elif option.source_expr is not None:
-            fixed[key] = _from_facts(option, evaluator)
+            fixed[key] = _from_facts(option, evaluator, _task_pin(kb, framework, pins))
         elif option.domain is not None:
             choices[key] = tuple(option.domain)
         elif option.low is not None and option.high - option.low < MAX_RANGE_CHOICES:
@@ -114,15 +114,17 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
 
 def unset_values(problem: Problem) -> dict[str, Any]:
     """What an estimate gives the options it is not told: the default, unless the
-    rules that read that option alone (with facts) refuse it; then the first value
-    of its domain they allow (diffusers' script follows the model's family)."""
+    rules that read that option and the model alone refuse it; then the first value
+    of its domain they allow (diffusers' script follows the model's family). A rule
+    that also reads the query or the hardware judges the user's config: it stays."""
     values: dict[str, Any] = {}
     base = {**{o.key: o.default for o in problem.options}, **problem.fixed, **problem.pinned}
     for key, choices in problem.choices.items():
         if key in problem.pinned:
             continue
         own = [r for r in problem.items(problem.kb.rules)
-               if options_read(problem.kb, r.constraint) == {key}]
+               if options_read(problem.kb, r.constraint) == {key} and all(
+                   f.startswith("model.") for f in facts_read(problem.kb, r.constraint))]
         run = problem.evaluator.run
         allowed = [v for v in choices if all(run(r.constraint, {**base, key: v}) for r in own)]
         default = problem.kb.options[key].default
@@ -206,14 +208,24 @@ def _relevant(kb: KnowledgeBase, framework: str) -> set[str]:
     return used
 
 
-def _from_facts(option: Option, evaluator: Evaluator):
-    """An option tied to facts; the default when the catalog lacks the fact."""
+def _task_pin(kb: KnowledgeBase, framework: str, pins: dict[str, Any]) -> dict[str, Any]:
+    """The task option's value (a query always pins it, else its default)."""
+    task = kb.frameworks[framework].task_option if framework in kb.frameworks else None
+    if not task:
+        return {}
+    key = f"{framework}.{task}"
+    return {key: pins.get(key, kb.options[key].default)}
+
+
+def _from_facts(option: Option, evaluator: Evaluator, task: dict[str, Any] | None = None):
+    """An option tied to facts (and the task, fixed before any search: a recipe per
+    trainer); the default when the catalog lacks the fact."""
     needed = facts_used(option.source_expr)
-    if options_read(evaluator.kb, option.source_expr):
+    if options_read(evaluator.kb, option.source_expr) - set(task or {}):
         return option.default  # it follows options: program/recipe.py settles it after the search
     if any(path not in evaluator.facts for path in needed):
         return option.default
-    return _coerce(option, evaluator.run(option.source_expr, {}))
+    return _coerce(option, evaluator.run(option.source_expr, dict(task or {})))
 
 
 def _coerce(option: Option, value):
