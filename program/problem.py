@@ -318,6 +318,9 @@ def typed_value(kb: KnowledgeBase | None, option: Option, raw: str) -> tuple[Any
         if str(alias.old).lower() == raw.lower():
             why = f" ({alias.note})" if alias.note else ""
             return alias.new, f"{option.name}={raw} read as {alias.new}{why}"
+    written = _as_written_list(option, raw)
+    if written is not None:
+        return written
     if kb is None or option.framework not in kb.frameworks:
         return None
     from kbsolve.program.repo_files import audit_data, repository_file
@@ -334,6 +337,20 @@ def typed_value(kb: KnowledgeBase | None, option: Option, raw: str) -> tuple[Any
     also = f"; the file also stands for {others}, which --set pins separately" if others else ""
     return value, (f"{option.name}={raw} read as {value}: {entry.path} has {entry.because} "
                    f"({entry.source}){also}")
+
+
+def _as_written_list(option: Option, raw: str) -> tuple[Any, str] | None:
+    """A list as the framework's file writes it (`transformer,transformer_2`, or
+    `[transformer, transformer_2]`): the value whose emit writes that list."""
+    items = [part.strip().strip("'\"") for part in raw.strip().strip("[]").split(",")]
+    if len(items) < 2:
+        return None
+    for emit in option.emits:
+        for value, out in (emit.value_map or ()):
+            if isinstance(out, (list, tuple)) and [str(x) for x in out] == items:
+                return value, (f"{option.name}={raw} read as {value}: the list {emit.key} "
+                               f"takes for it")
+    return None
 
 
 def _repository_files(kb: KnowledgeBase | None, option: Option) -> list[str]:

@@ -109,3 +109,22 @@ def test_default_batch_below_the_gpu_count_offers_the_batch_that_fits(kb):
     assert "recipe change" in fix.description
     fixed = solve(query.model_copy(update={"global_batch": fix.global_batch}), kb=kb)
     assert fixed.status == "optimal" and fixed.global_batch.value == 128
+
+
+# ---- lists as the frameworks write them ------------------------------------------------
+
+
+def test_lora_target_list_changes_memory_and_speed(kb):
+    from kbsolve.api import estimate
+    query = Query(gpus="1xA100", model="qwen3-8b")
+    every = estimate(query, {"lora_target": "all"}, kb=kb)
+    qv = estimate(query, {"lora_target": "q_proj,v_proj"}, kb=kb)
+    assert qv.memory.per_gpu_gib.device < every.memory.per_gpu_gib.device
+    assert qv.speed.step_time_s < every.speed.step_time_s
+    assert "W_LORA_TARGET_AS_ALL" not in {w.id for w in qv.warnings}
+
+
+def test_target_components_as_flow_factory_writes_them(capsys):
+    code, out, _ = run(capsys, "--gpus", "8xH100", "--model", "wan2.2-t2v-a14b", "--top", "0",
+                       "--set", "target_components=transformer,transformer_2")
+    assert code == 0 and "read as both" in out and '"both"' in out
