@@ -174,7 +174,9 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
                 return
             reading.aliased.append((option.key, emit.key, raw, alias.new, alias.note))
             value = alias.new
-        candidates = [value] if candidates is None else [c for c in candidates if c == value]
+        beyond = option.domain is not None and value not in option.domain  # bound-valid
+        candidates = [value] if candidates is None or beyond else \
+            [c for c in candidates if c == value]
     if not present:
         return
     if not candidates and first:  # the files disagree: the main file's value, as written
@@ -211,11 +213,7 @@ def _as_written(option: Option, value: Any) -> bool:
 
 
 def _in_domain(option: Option, value: Any) -> bool:
-    if option.domain is not None:
-        return value in option.domain
-    if option.low is not None:
-        return option.low <= value <= option.high
-    return True
+    return option.accepts(value)
 
 
 def _written(out: Any, raw: Any, paths: set, option: Option) -> bool:

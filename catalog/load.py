@@ -164,7 +164,7 @@ class GenericGpu:
         """A GPU entry from the fields `given` (name, memory_gib, ...), the others
         assumed; a bad field is a KbError naming it."""
         from pydantic import ValidationError
-        data = {**self.assume, **given}
+        data = {**self.assume, **self._stated(given), **given}
         try:
             return model_class("gpu", vocabulary).model_validate(data)
         except ValidationError as e:
@@ -178,7 +178,13 @@ class GenericGpu:
 
     def assumed(self, given: dict[str, Any]) -> list[tuple[str, Any]]:
         """(field, value) of each assumption an entry built from `given` rests on."""
-        return [(k, v) for k, v in self.assume.items() if k not in given]
+        stated = self._stated(given)
+        return [(k, v) for k, v in self.assume.items() if k not in given and k not in stated]
+
+    def _stated(self, given: dict[str, Any]) -> dict[str, bool]:
+        """An assumed `F_known: false` is true once `given` states F (a spec's bf16)."""
+        return {k: True for k in self.assume
+                if k.endswith("_known") and k.removesuffix("_known") in given}
 
 
 _GENERIC_KEYS = ("assume", "datasheet_gb_reported", "because", "source", "override")

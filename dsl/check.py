@@ -272,6 +272,7 @@ class _Checker:
             self._option_default(entry, otype, domain, from_clause is not None)
         ctx = self._ctx(entry)
         when = decl.clause("when")
+        bounds = self._option_bounds(decl, otype, domain, default)
         return kb.Option(
             framework=entry.scope, name=decl.name, type=otype, domain=domain,
             low=t.low, high=t.high, default=default, meta=self._meta(entry),
@@ -285,7 +286,30 @@ class _Checker:
             origin=(decl.clause("origin").args[0] if decl.clause("origin") else ""),
             inert=(passthrough or inert).args[0] if (passthrough or inert) else "",
             passthrough=passthrough is not None,
+            bounds=bounds,
         )
+
+    def _option_bounds(self, decl: ast.Decl, otype: Type, domain, default) -> tuple:
+        """`bound >= 1` opens a number option's set: the set is where the search
+        looks, any number of the type within the bounds is valid."""
+        from kbsolve.dsl.vocab import _BOUNDS
+        out = []
+        for clause in decl.clauses_of("bound"):
+            op, value = clause.args
+            if otype.kind != "num" or domain is None:
+                self.sink.error(f"'bound' opens the set of an int or num option; option "
+                                f"'{decl.name}' has none", clause.span, code="type")
+            elif op not in _BOUNDS:
+                self.sink.error(f"a bound is <, <=, > or >=, not '{op}'", clause.span,
+                                code="domain")
+            else:
+                out.append((_BOUNDS[op], value))
+        bad = [v for v in (domain or ()) + ((default,) if default is not None else ())
+               if out and not kb.within_bounds(v, tuple(out), otype.integral)]
+        if bad:
+            self.sink.error(f"{_show(bad[0])} of option '{decl.name}' is outside its bounds",
+                            decl.clauses_of("bound")[0].span, code="default-domain")
+        return tuple(out)
 
     def _passthrough_clauses(self, decl: ast.Decl, clause: ast.Clause) -> None:
         """A pass-through key is written only when given: no default, nothing it follows."""
@@ -835,3 +859,4 @@ class _Checker:
                                     f"options", emit.span, code="duplicate",
                                     notes=[Note("also written here", seen[where])])
                 seen[where] = emit.span
+

@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "framework": _META | {"models", "task", "version", "unknown_keys", "file", "launch", "peak",
                           "tier"},
     "option": _META | {"emit", "alias", "value_alias", "when", "from", "origin", "versions",
-                       "inert", "passthrough"},
+                       "inert", "passthrough", "bound"},
     "nokey": _META,
     "fact": _META,
     "field": _META | {"optional", "bound", "when"},

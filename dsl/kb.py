@@ -17,6 +17,19 @@ from kbsolve.dsl.ir import Node
 from kbsolve.dsl.types import Type
 
 
+_BOUND_HOLDS = {"gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+                "lt": lambda a, b: a < b, "le": lambda a, b: a <= b}
+_BOUND_SIGN = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def within_bounds(value: Any, bounds: tuple, integral: bool) -> bool:
+    """A number (whole when `integral`) that meets every (op, limit) of `bounds`."""
+    if not isinstance(value, (int, Fraction)) or isinstance(value, bool):
+        return False
+    whole = not integral or Fraction(value).denominator == 1
+    return whole and all(_BOUND_HOLDS[op](value, limit) for op, limit in bounds)
+
+
 @dataclass(frozen=True)
 class Meta:
     """What every declaration carries: where, why, from what source."""
@@ -104,6 +117,28 @@ class Option:
     origin: str = ""
     inert: str = ""  # why no value of it moves memory, speed, a file, a rule or a warning
     passthrough: bool = False  # kept and emitted as given, never decided nor read (inert says why)
+    bounds: tuple = ()  # (("ge", 1),): the set is where the search looks; any number within is valid
+
+    def accepts(self, value: Any) -> bool:
+        """Whether the framework takes `value`: a value of the domain, or, for a set
+        opened by `bound`, any number of the option's type within the bounds."""
+        if self.bounds:
+            return within_bounds(value, self.bounds, self.type.integral)
+        if self.domain is not None:
+            return value in self.domain
+        if self.low is not None:
+            return self.low <= value <= self.high
+        return True
+
+    def valid_values(self) -> str:
+        """The values it takes, in words (for refusals)."""
+        if self.bounds:
+            kind = "whole numbers" if self.type.integral else "numbers"
+            return f"{kind} " + " and ".join(f"{_BOUND_SIGN[op]} {limit}"
+                                             for op, limit in self.bounds)
+        if self.domain is not None:
+            return ", ".join(str(v) for v in self.domain)
+        return f"{self.low}..{self.high}" if self.low is not None else "any value"
 
     @property
     def key(self) -> str:

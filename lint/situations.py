@@ -117,7 +117,7 @@ def space(kb: KnowledgeBase, framework: str, nodes: list[ir.Node]) -> Space:
         reader.read(node)
     catalog = kb.catalog
     kinds = kb.frameworks[framework].models
-    gpus = _grouped(catalog.gpus, _fields(reader.facts, "gpu"))
+    gpus = _grouped({**catalog.gpus, **_generic(kb)}, _fields(reader.facts, "gpu"))
     models = _grouped({k: m for k, m in catalog.models.items() if not kinds or m.kind in kinds},
                       _fields(reader.facts, "model"))
     network_fields = _fields(reader.facts, "network")
@@ -159,6 +159,21 @@ def through_lets(kb: KnowledgeBase, node: ir.Node, pick, seen: set | None = None
 
 def _fields(facts: set[str], group: str) -> list[str]:
     return sorted(f.split(".", 1)[1] for f in facts if f.startswith(group + "."))
+
+
+GENERIC_GIB = 24  # the memory of the card the generic GPU stands for here
+
+
+def _generic(kb: KnowledgeBase) -> dict[str, Any]:
+    """A card given by its memory (--gpus 1x24GiB): the catalog's generic GPU, whose
+    unstated features (bf16_known) the rules and warnings also read."""
+    generic = getattr(kb.catalog, "generic_gpu", None)
+    if generic is None:
+        return {}
+    name = f"{GENERIC_GIB}GiB"
+    return {name: generic.entry({"name": name, "memory_gib": GENERIC_GIB,
+                                 "source": "kb check --deep: a card given by its memory"},
+                                kb.vocabulary)}
 
 
 def _grouped(table: dict, fields: list[str]) -> list[tuple[Any, list[str]]]:

@@ -35,15 +35,28 @@ def allowed(kb: KnowledgeBase, framework: str, names: Iterable[str]) -> frozense
     return frozenset(found)
 
 
+WAIVER_LIMIT = 4096  # completions tried before the unpinned options take their defaults
+
+
 def waived(kb: KnowledgeBase, optin: OptIn, evaluator, pins: dict[str, Any]) -> bool:
-    """The user's pins make the change themselves (the other options at their
-    defaults): pinning it is consent."""
+    """The user's pins make the change themselves, whatever the options they left
+    free: pinning it is consent. A free option's default is not the user's word
+    (Flow-Factory's default dynamics under a pinned NFT trainer is a change the plan
+    must not make unasked)."""
     if not pins:
         return False
-    assignment = {o.key: o.default for o in kb.options.values()
-                  if o.framework == optin.framework}
-    assignment.update(pins)
-    return bool(evaluator.run(optin.expr, assignment))
+    import itertools
+    import math
+    base = {o.key: o.default for o in kb.options.values() if o.framework == optin.framework}
+    base.update(pins)
+    from kbsolve.program.evaluate import options_read
+    free = sorted(k for k in options_read(kb, optin.expr)
+                  if k not in pins and kb.options[k].domain is not None)
+    domains = [kb.options[k].domain for k in free]
+    if math.prod(len(d) for d in domains) > WAIVER_LIMIT:
+        return bool(evaluator.run(optin.expr, base))
+    return all(evaluator.run(optin.expr, {**base, **dict(zip(free, values))})
+               for values in itertools.product(*domains))
 
 
 def consent_rules(kb: KnowledgeBase, framework: str, evaluator, pins: dict[str, Any],

@@ -92,9 +92,11 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
         if key in pins and (option.passthrough or option.domain is None and option.low is None):
             fixed[key] = pins[key]
         elif key in pins:  # kept as a choice so that a clash names the pin
-            choices[key] = tuple(option.domain) if option.domain is not None else (pins[key],)
+            values = tuple(option.domain) if option.domain is not None else ()
+            # a value the framework takes beyond the search's set (bound) joins it
+            choices[key] = values + ((pins[key],) if pins[key] not in values else ())
         elif option.source_expr is not None:
-            fixed[key] = _from_facts(option, evaluator)
+            fixed[key] = _from_facts(option, evaluator, _task_pin(kb, framework, pins))
         elif option.domain is not None:
             choices[key] = tuple(option.domain)
         elif option.low is not None and option.high - option.low < MAX_RANGE_CHOICES:
@@ -108,6 +110,26 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
     budget = facts.get("gpu.memory_gib", Fraction(0)) * (1 - Fraction(facts.get(
         "query.headroom_pct", kb.vocabulary.default("query.headroom_pct")), 100))
     return Problem(kb, framework, facts, fixed, choices, dict(pins), budget)
+
+
+def unset_values(problem: Problem) -> dict[str, Any]:
+    """What an estimate gives the options it is not told: the default, unless the
+    rules that read that option and the model alone refuse it; then the first value
+    of its domain they allow (diffusers' script follows the model's family). A rule
+    that also reads the query or the hardware judges the user's config: it stays."""
+    values: dict[str, Any] = {}
+    base = {**{o.key: o.default for o in problem.options}, **problem.fixed, **problem.pinned}
+    for key, choices in problem.choices.items():
+        if key in problem.pinned:
+            continue
+        own = [r for r in problem.items(problem.kb.rules)
+               if options_read(problem.kb, r.constraint) == {key} and all(
+                   f.startswith("model.") for f in facts_read(problem.kb, r.constraint))]
+        run = problem.evaluator.run
+        allowed = [v for v in choices if all(run(r.constraint, {**base, key: v}) for r in own)]
+        default = problem.kb.options[key].default
+        values[key] = default if default in allowed or not allowed else allowed[0]
+    return values
 
 
 SATISFIABLE_LIMIT = 100_000  # assignments tried per rule before giving up the check
@@ -186,14 +208,24 @@ def _relevant(kb: KnowledgeBase, framework: str) -> set[str]:
     return used
 
 
-def _from_facts(option: Option, evaluator: Evaluator):
-    """An option tied to facts; the default when the catalog lacks the fact."""
+def _task_pin(kb: KnowledgeBase, framework: str, pins: dict[str, Any]) -> dict[str, Any]:
+    """The task option's value (a query always pins it, else its default)."""
+    task = kb.frameworks[framework].task_option if framework in kb.frameworks else None
+    if not task:
+        return {}
+    key = f"{framework}.{task}"
+    return {key: pins.get(key, kb.options[key].default)}
+
+
+def _from_facts(option: Option, evaluator: Evaluator, task: dict[str, Any] | None = None):
+    """An option tied to facts (and the task, fixed before any search: a recipe per
+    trainer); the default when the catalog lacks the fact."""
     needed = facts_used(option.source_expr)
-    if options_read(evaluator.kb, option.source_expr):
+    if options_read(evaluator.kb, option.source_expr) - set(task or {}):
         return option.default  # it follows options: program/recipe.py settles it after the search
     if any(path not in evaluator.facts for path in needed):
         return option.default
-    return _coerce(option, evaluator.run(option.source_expr, {}))
+    return _coerce(option, evaluator.run(option.source_expr, dict(task or {})))
 
 
 def _coerce(option: Option, value):
@@ -257,11 +289,10 @@ def _pin_value(option: Option, name: str, raw: str, kb: KnowledgeBase | None = N
             value = Fraction(raw)
         except (ValueError, ZeroDivisionError):
             raise KbError(Diagnostic(f"--set {name}={raw}: {name} takes a number")) from None
-        if option.domain is not None and value not in option.domain:
-            shown = ", ".join(str(v) for v in option.domain)
-            raise KbError(Diagnostic(f"--set {name}={raw}: outside the domain ({shown})"))
-        if option.low is not None and not option.low <= value <= option.high:
-            raise KbError(Diagnostic(f"--set {name}={raw}: outside {option.low}..{option.high}"))
+        if not option.accepts(value):
+            what = f"{name} takes {option.valid_values()}" if option.bounds else \
+                f"outside the domain ({option.valid_values()})"
+            raise KbError(Diagnostic(f"--set {name}={raw}: {what}"))
         return value
     typed = typed_value(kb, option, raw)
     if typed is not None:
@@ -287,6 +318,9 @@ def typed_value(kb: KnowledgeBase | None, option: Option, raw: str) -> tuple[Any
         if str(alias.old).lower() == raw.lower():
             why = f" ({alias.note})" if alias.note else ""
             return alias.new, f"{option.name}={raw} read as {alias.new}{why}"
+    written = _as_written_list(option, raw)
+    if written is not None:
+        return written
     if kb is None or option.framework not in kb.frameworks:
         return None
     from kbsolve.program.repo_files import audit_data, repository_file
@@ -303,6 +337,20 @@ def typed_value(kb: KnowledgeBase | None, option: Option, raw: str) -> tuple[Any
     also = f"; the file also stands for {others}, which --set pins separately" if others else ""
     return value, (f"{option.name}={raw} read as {value}: {entry.path} has {entry.because} "
                    f"({entry.source}){also}")
+
+
+def _as_written_list(option: Option, raw: str) -> tuple[Any, str] | None:
+    """A list as the framework's file writes it (`transformer,transformer_2`, or
+    `[transformer, transformer_2]`): the value whose emit writes that list."""
+    items = [part.strip().strip("'\"") for part in raw.strip().strip("[]").split(",")]
+    if len(items) < 2:
+        return None
+    for emit in option.emits:
+        for value, out in (emit.value_map or ()):
+            if isinstance(out, (list, tuple)) and [str(x) for x in out] == items:
+                return value, (f"{option.name}={raw} read as {value}: the list {emit.key} "
+                               f"takes for it")
+    return None
 
 
 def _repository_files(kb: KnowledgeBase | None, option: Option) -> list[str]:

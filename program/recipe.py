@@ -23,15 +23,27 @@ from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.evaluate import facts_read, options_read
 
 
+def task_key(kb: KnowledgeBase, framework: str) -> str | None:
+    """The framework's task option: fixed by every query before the search."""
+    fw = kb.frameworks.get(framework)
+    return f"{framework}.{fw.task_option}" if fw is not None and fw.task_option else None
+
+
 def follows_options(kb: KnowledgeBase, option: Option) -> bool:
-    """The option's `from` reads other options (through lets)."""
-    return option.source_expr is not None and bool(options_read(kb, option.source_expr))
+    """The option's `from` reads options other than the task (through lets): it is
+    settled after the search. A `from` of the task and facts is fixed before it."""
+    return option.source_expr is not None and bool(
+        options_read(kb, option.source_expr) - {task_key(kb, option.framework)})
 
 
 def is_recipe(kb: KnowledgeBase, option: Option) -> bool:
-    """A free option whose `from` reads no fact (through lets)."""
-    return option.source_expr is not None and option.is_free and \
-        not facts_read(kb, option.source_expr)
+    """A free option whose `from` reads no fact (through lets), or reads the task:
+    the example's value for the trainer or stage (and the model)."""
+    if option.source_expr is None:
+        return False
+    if task_key(kb, option.framework) in options_read(kb, option.source_expr):
+        return True
+    return option.is_free and not facts_read(kb, option.source_expr)
 
 
 def settle(problem, assignment: dict[str, Any]) -> dict[str, Any]:

@@ -220,7 +220,7 @@ def _option(kb: KnowledgeBase, framework: str, name, fail, at: tuple) -> str:
 def _value(kb: KnowledgeBase, framework: str, name: str, raw, fail, at: tuple):
     option = kb.options[f"{framework}.{name}"]
     value = coerce(option, raw)
-    if value is NO_VALUE or option.domain is not None and value not in option.domain:
+    if value is NO_VALUE or not option.accepts(value):
         raise fail(f"{name}: {raw!r} is not a value of the option", at)
     return value
 

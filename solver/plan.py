@@ -102,11 +102,12 @@ class Speed(BaseModel):
 
 
 class Fix(BaseModel):
-    kind: Literal["drop_pins", "allow", "host_ram", "hardware"]
+    kind: Literal["drop_pins", "allow", "global_batch", "host_ram", "hardware"]
     description: str
     drop: list[str] = Field(default_factory=list)
     allow: list[str] = Field(default_factory=list)
     host_ram_gib: float | None = None
+    global_batch: int | None = None
     gpus: str | None = None
 
 

@@ -39,6 +39,7 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         if outcome.model is not None:
             from kbsolve.solver.fixes import allow_optins, drop_pins, hardware  # Z3: refusals
             result.fixes = drop_pins(outcome.model) + allow_optins(outcome.model) + \
+                _global_batch_fix(kb, resolved, outcome.core) + \
                 _host_ram_fix(problem, outcome.core) + hardware(_bigger(kb, resolved))
         return result
     if outcome.metrics is None:
@@ -131,6 +132,39 @@ def _core(problem, core: list[str]) -> list[Reason]:
     return reasons
 
 
+GLOBAL_BATCH_TRIES = 4  # multiples of the GPU count tried for a default batch too small
+
+
+def _global_batch_fix(kb: KnowledgeBase, resolved: Resolved, core: list[str]) -> list[Fix]:
+    """When the framework's default global batch is in the core (smaller than the
+    data-parallel ranks can split): the smallest multiple of the GPU count that
+    gives a plan, as a recipe change the user passes with --global-batch."""
+    from kbsolve.dsl import ir
+    from kbsolve.program.evaluate import facts_read
+    from kbsolve.solver.fixes import _feasible
+    problem, query = resolved.problem, resolved.query
+    target = kb.lets.get(f"{problem.framework}.global_batch")
+    rules = [problem.rule(part[5:]) for part in core if part.startswith("rule:")]
+    if query.global_batch is not None or target is None or not any(
+            "query.global_batch" in facts_read(kb, r.constraint) for r in rules):
+        return []
+    assignment = {**{o.key: o.default for o in problem.options}, **problem.fixed,
+                  **problem.pinned}
+    default = int(problem.evaluator.run(ir.LetRef(target.key, target.type), assignment))
+    gpus = int(problem.facts["query.num_gpus"])
+    for size in [gpus * k for k in range(1, GLOBAL_BATCH_TRIES + 1) if gpus * k > default]:
+        try:
+            candidate = resolve(kb, query.model_copy(update={"global_batch": size})).problem
+        except Exception:  # a size the batch rules refuse outright is skipped
+            continue
+        if _feasible(candidate):
+            return [Fix(kind="global_batch", global_batch=size, description=(
+                f"pass --global-batch {size}: a recipe change (the default global batch "
+                f"{default} is smaller than {gpus} GPUs can split; {size} is the smallest "
+                f"multiple of the GPU count that fits; scale the learning rate with it)"))]
+    return []
+
+
 def _host_ram_fix(problem, core: list[str]) -> list[Fix]:
     """When host RAM is in the core: the RAM per node the best plan without that
     limit needs, as `--host-ram`."""
@@ -212,11 +246,8 @@ def estimate(kb: KnowledgeBase, query: Query, settings: dict[str, str]) -> Estim
             resolved = resolve(kb, query.model_copy(update={"global_batch": int(made)}),
                                consent=False)
     problem = resolved.problem
-    assignment = dict(problem.fixed)
-    for key in problem.choices:
-        option = kb.options[key]
-        assignment[key] = problem.pinned.get(key, option.default)
-    from kbsolve.program.problem import parse_pin
+    from kbsolve.program.problem import parse_pin, unset_values
+    assignment = {**problem.fixed, **unset_values(problem), **problem.pinned}
     given = dict(parse_pin(kb, problem.framework, f"{k}={v}") for k, v in settings.items())
     assignment = {**settle(problem, {**assignment, **given}), **given}  # a setting wins its `from`
     metrics = measure(problem, assignment)

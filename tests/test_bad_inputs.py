@@ -170,7 +170,8 @@ CASES = [
     ("explain_unknown_option", Q + ["--explain", "no_such_option"], 2, "no_such_option"),
     # --- --set --------------------------------------------------------------------------
     ("set_unknown_key", Q + ["--set", "lora_rnk=16"], 2, "did you mean 'lora_rank'"),
-    ("set_outside_domain", Q + ["--set", "lora_rank=7"], 2, "outside the domain"),
+    ("set_outside_domain", Q + ["--set", "quantization_bit=5"], 2, "outside the domain"),
+    ("set_below_bound", Q + ["--set", "lora_rank=0"], 2, "lora_rank takes whole numbers >= 1"),
     ("set_malformed_pair", Q + ["--set", "lora_rank"], 2, "not key=value"),
     ("set_bool_not_bool", Q + ["--set", "bf16=maybe"], 2, "true or false"),
     ("set_int_not_number", Q + ["--set", "lora_rank=abc"], 2, "takes a number"),

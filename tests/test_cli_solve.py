@@ -77,7 +77,7 @@ def test_unrequested_library_needs_allow(capsys):
     (["--gpus", "-1xH100", "--model", "qwen3-8b"], "--gpus"),
     (["--gpus", "8xA100", "--model", "qwen3-8c"], "did you mean 'qwen3-8b'"),
     (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "lora_rnk=16"], "did you mean 'lora_rank'"),
-    (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "lora_rank=7"], "outside the domain"),
+    (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "quantization_bit=5"], "outside the domain"),
     (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "lora_rank"], "not key=value"),
     (["--gpus", "8xA100", "--model", "qwen3-8b", "--set", "use_liger=true"],
      "the real option is 'enable_liger_kernel'"),

@@ -47,6 +47,8 @@ def _fact_sheet_fields() -> dict[str, set[str]]:
     per_trainer = by_number["1.6"]
     fields["train"] |= set(re.findall(r"([a-z_]+)\(", per_trainer))
     fields["eval"] |= set(re.findall(r"([a-z_]+) (?:\(|\d|None)", by_number["1.7"]))
+    fields["eval"] |= {name for pair in re.findall(r"([a-z_]+)/([a-z_]+),", by_number["1.7"])
+                       for name in pair}  # "height/width": both keys
     return fields
 
 
