@@ -16,6 +16,7 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,8 +34,11 @@ def run_step(python: Path, cases: list[dict], progress=None) -> dict[str, dict]:
     """Trace every case in one side-venv process; results by case id and depth.
     progress(results) is called after each result (partial files survive a stop)."""
     results = {}
-    with subprocess.Popen(["nice", "-n", "15", str(python), str(STEP)], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    # stderr goes to a file: a pipe nobody reads while stdout streams fills up
+    # with the libraries' warnings and blocks the tracer
+    with tempfile.TemporaryFile("w+") as log, subprocess.Popen(
+            ["nice", "-n", "15", str(python), str(STEP)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=log, text=True) as proc:
         proc.stdin.write(json.dumps(cases))
         proc.stdin.close()
         for line in proc.stdout:
@@ -43,7 +47,9 @@ def run_step(python: Path, cases: list[dict], progress=None) -> dict[str, dict]:
                 results[row["id"]] = row
                 if progress:
                     progress(results)
-        errors = proc.stderr.read()
+        proc.wait()
+        log.seek(0)
+        errors = log.read()
     if proc.returncode != 0:
         sys.exit(f"bench.trace: step.py failed:\n{errors[-3000:]}")
     return results
@@ -147,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="trace these grid cases at full depth and compare")
     parser.add_argument("--models", help="only these grid models (comma list), e.g. to split "
                         "the grid over processes")
+    parser.add_argument("--cases", help="only these grid case ids (comma list)")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="FILE",
                         help="combine grid files of split runs into --out (CPU times add up)")
     args = parser.parse_args(argv)
@@ -162,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             sys.exit(f"bench.trace: unknown grid model {unknown[0]!r}; models: {', '.join(grid.MODELS)}")
         cases = [c for c in cases if c["model"] in wanted]
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        unknown = wanted - {c["id"] for c in cases}
+        if unknown:
+            sys.exit(f"bench.trace: unknown case id {sorted(unknown)[0]!r}")
+        cases = [c for c in cases if c["id"] in wanted]
     start = time.monotonic()
     environment = venv.versions(python)
 

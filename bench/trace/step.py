@@ -11,8 +11,12 @@ The setup follows LlamaFactory at ff6d4d12 (each step cites its line):
 - weights load in bf16; trainable parameters are upcast to fp32 unless pure_bf16
   (src/llamafactory/model/adapter.py:337-349, 51-52, 133-134; LoRA through
   get_peft_model(autocast_adapter_dtype=True), adapter.py:281);
-- gradient checkpointing is transformers' with use_reentrant=True
-  (model/model_utils/checkpointing.py:141, 187-197);
+- gradient checkpointing is LlamaFactory's wrapper of torch.utils.checkpoint
+  with use_reentrant=True, set before the adapters
+  (model/model_utils/checkpointing.py:100-123, 141, 187-197);
+- AdamW with foreach=True: optim adamw_torch (the KB's default), foreach as
+  torch picks it on CUDA; the step then holds one temporary per trained weight
+  (HF's default on torch>=2.8, adamw_torch_fused, would not);
 - HF Trainer's bf16 mixed precision is autocast(bfloat16) around forward and loss;
 - the losses are the trainers': sft/pt the model's own loss; dpo/kto
   concatenated_forward casts logits to fp32 and takes log_softmax
@@ -256,7 +260,7 @@ def trace(case):
             case["reference_model"] = ref
             extra.append(ref)
         params = [p for m in [model, *extra] for p in m.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=1e-5, foreach=True)  # HF's adamw_torch; foreach on CUDA
+        optimizer = torch.optim.AdamW(params, lr=1e-5, foreach=True)  # adamw_torch, foreach as on CUDA
         tracker = MemTracker()
         with frozen_params_hookable():
             tracker.track_external(model, optimizer, *extra)
