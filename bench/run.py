@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bench import (accuracy, as_printed, audit_project, cold, deep_check, determinism,
-                   dit_accuracy, kb_load, recipe, solve, warm)
+                   dit_accuracy, kb_load, recipe, solve, trace_compare, warm)
 from bench.machine import describe
 
 RESULTS = Path(__file__).with_name("results.json")
@@ -23,6 +23,7 @@ SECTIONS = {
     "memory_accuracy": lambda: {k: v for k, v in accuracy.summarise(accuracy.evaluate()).items()
                                 if k not in ("worst_rows", "worst_speed_rows")},
     "dit_accuracy": lambda: {k: v for k, v in dit_accuracy.measure().items() if k != "rows"},
+    "trace_grid": lambda: trace_compare.summarise(trace_compare.evaluate()),
     "recipe_grid": recipe.measure,
     "as_printed_grid": as_printed.measure,
     "determinism": determinism.measure,
@@ -123,6 +124,7 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
          "0 defects"),
         *_accuracy_rows(acc),
         _dit_row(r.get("dit_accuracy", {})),
+        *_trace_rows(r.get("trace_grid", {})),
         (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "
          f"PYTHONHASHSEED", "byte-identical" if d.get("identical") else
          f"{d.get('distinct_outputs')} distinct, exit {d.get('exit_codes')}"
@@ -176,6 +178,20 @@ def _dit_row(dit: dict) -> tuple[str, str, str]:
                      f"{loso.get('mape_pct')} %, under >10 %: {whole.get('under_10pct_share')}")
     return ("DiT memory MAPE per framework (bench/dit_accuracy.py): whole / leave-one-source-out",
             "; ".join(parts) or str(dit.get("error", "n/a")), "≤ 25 %")
+
+
+def _trace_rows(grid: dict) -> list[tuple[str, str, str]]:
+    """The KB's memory terms against the traced tensors (bench/trace_compare.py)."""
+    if "groups" not in grid:
+        return [("trace grid (bench/trace_compare.py)", str(grid.get("error", "n/a")), "—")]
+    groups = "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%}"
+                       for g, f in grid["groups"].items())
+    ratios = "; ".join(f"{k.split('/')[0]} {v['traced']:.2f} vs {v['kb']:.2f}"
+                       for k, v in grid["task_ratios"].items() if k.endswith("/all"))
+    return [(f"trace grid ({grid['cases']} configs), KB memory terms against the traced "
+             f"tensors at the allocated level: median |error| / worst, per group", groups,
+             "≤ 3 % / ≤ 10 %"),
+            ("task / SFT memory ratio, traced vs KB (median over the grid)", ratios, "equal")]
 
 
 def table(results: dict) -> str:
