@@ -113,6 +113,15 @@ except KbError as error:
 
 
 def test_let_cycle_report_does_not_depend_on_the_hash_seed(tmp_path):
+    _cycle_report_under_seeds(tmp_path, range(3))
+
+
+@pytest.mark.slow
+def test_let_cycle_report_does_not_depend_on_many_hash_seeds(tmp_path):
+    _cycle_report_under_seeds(tmp_path, range(3, 12))
+
+
+def _cycle_report_under_seeds(tmp_path, seeds):
     import subprocess
     import sys
 
@@ -120,7 +129,7 @@ def test_let_cycle_report_does_not_depend_on_the_hash_seed(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", CYCLE_SCRIPT], cwd=tmp_path,
                               env=dict(os.environ, PYTHONHASHSEED=str(seed)),
                               stdout=subprocess.PIPE, text=True)
-             for seed in range(6)]
+             for seed in seeds]
     outputs = {p.communicate(timeout=120)[0] for p in procs}
     assert len(outputs) == 1, "\n----\n".join(sorted(outputs))
 

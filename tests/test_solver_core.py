@@ -66,7 +66,7 @@ _SETTINGS = dict(deadline=None, derandomize=True,
                                         HealthCheck.too_slow])
 
 
-@settings(max_examples=35, **_SETTINGS)
+@settings(max_examples=25, **_SETTINGS)
 @given(**_PROBLEMS)
 def test_optimum_equals_enumerator(kb, seed, free_count, objective):
     """The branch and bound's optimum is the enumerator's under either objective,
