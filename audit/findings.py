@@ -119,13 +119,12 @@ def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
             continue
         known = table.keys | {k.split(".", 1)[0] for k in main_keys}
         hint = did_you_mean(key.replace(" ", "_").lower(), known)
-        close = [k for k in known if k == key.replace(" ", "_").lower()]
         findings.append(Finding(
             kind="refused", id=key, location=str(main.spans.get(key) or main.rel),
             message=f"'{key}' is refused by {framework}'s argument parser{hint}".rstrip(),
             message_zh=f"'{key}' 会被 {framework} 的参数解析器拒绝{hint}".rstrip(),
-            because=table.because, source=table.source,
-            fix={key: None, close[0]: main.values[key]} if close else {key: None}))
+            because=table.because, source=table.source))  # no --fix: the did-you-mean
+            # is a guess, and dropping the key loses what the user meant (decisions.md)
     return findings, kept
 
 

@@ -127,3 +127,22 @@ def test_llamafactory_flags_launch(kb, tmp_path):
     assert errors["refused"].id == "evaluation_strategy"
     assert "examples/deepspeed/ds_z3_offload_config.json" in errors["missing_file"].message
     assert not any("taken as" in n for n in unit.notes)  # the ZeRO stage is not guessed
+
+
+def test_llamafactory_flags_take_argparse_prefixes(kb, tmp_path):
+    """On the command line argparse reads --max_step as --max_steps (a unique prefix;
+    Qwen2-VL-SFT's finetune_viz.sh); in a YAML the same key is refused."""
+    (tmp_path / "train.sh").write_text(
+        "deepspeed --num_gpus 8 src/train.py --stage sft --do_train \\\n"
+        "    --model_name_or_path Qwen/Qwen2-VL-7B-Instruct --finetuning_type full \\\n"
+        "    --dataset viz --streaming --max_step 3370 --dispatch_batches False\n")
+    [unit] = api.audit(str(tmp_path), "8xA100", kb=kb)[0].units
+    refused = {f.id for f in unit.errors if f.kind == "refused"}
+    assert refused == {"dispatch_batches"}
+    assert not any(f.id == "P8" for f in unit.errors)  # max_steps 3370 with streaming
+    assert any("--max_step is read as --max_steps" in n for n in unit.notes)
+    (tmp_path / "train.sh").unlink()
+    (tmp_path / "sft.yaml").write_text("stage: sft\ndo_train: true\nmodel_name_or_path: m\n"
+                                       "finetuning_type: full\ndataset: viz\nmax_step: 3370\n")
+    [unit] = api.audit(str(tmp_path), "8xA100", kb=kb)[0].units
+    assert {f.id for f in unit.errors if f.kind == "refused"} == {"max_step"}
