@@ -109,3 +109,11 @@ def advice_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, 
                                    f"advice, not enforced ({advice[f.id]})"})
               for f in found if f.id in advice]
     return errors, warned
+
+
+def logged_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
+    """Silent findings, and the KB warnings the framework logs itself at start-up
+    (audit.yaml logged_warnings): those are not silent."""
+    logged = audit_data(kb, framework).logged_warnings
+    return [f for f in found if not (f.kind == "warning" and f.id in logged)], \
+        [f for f in found if f.kind == "warning" and f.id in logged]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
-from kbsolve.audit.audit_data import advice_apart, outside_fix_scope
+from kbsolve.audit.audit_data import advice_apart, logged_apart, outside_fix_scope
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
@@ -171,6 +171,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     out.errors = enforced + (key_found if rejected else []) + refusals
     out.silent = ([] if rejected else key_found) + ignored + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
+    out.silent, logged = logged_apart(kb, unit.framework, out.silent)
+    if logged:  # not silent: the framework says them when the run starts
+        out.notes.append(f"{unit.framework} warns at start-up: " +
+                         "; ".join(f"{f.id} ({f.message})" for f in logged))
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
     fixes = repair(ctx, broken, estimator)

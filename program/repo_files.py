@@ -102,6 +102,7 @@ class AuditData:
     fix_scope: list[FixScope] = field(default_factory=list)
     threshold: Threshold | None = None
     advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
+    logged_warnings: dict[str, str] = field(default_factory=dict)  # warning id -> because
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
@@ -174,6 +175,12 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         if f"{framework}.{entry['rule']}" not in kb.rules:
             raise fail(f"'{entry['rule']}' is not a rule of {framework}", at)
         out.advice_rules[str(entry["rule"])] = str(entry["because"])
+    for i, entry in enumerate(data.get("logged_warnings") or []):
+        at = ("logged_warnings", i)
+        _need(entry, ("warning", "because", "source"), fail, at)
+        if f"{framework}.{entry['warning']}" not in kb.warnings:
+            raise fail(f"'{entry['warning']}' is not a warning of {framework}", at)
+        out.logged_warnings[str(entry["warning"])] = str(entry["because"])
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
         _need(entry, ("option", "above", "because", "source"), fail, at)

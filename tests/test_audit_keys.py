@@ -82,3 +82,14 @@ def test_allow_extra_args_lets_every_key_pass(kb, tmp_path, example):
     unit = _audit(kb, tmp_path, example + "sliding_window: 256\n")
     assert not any(f.kind == "refused" for f in unit.errors)
     assert "sliding_window" in unit.unknown_keys
+
+
+def test_warnings_the_framework_logs_itself_are_one_note(kb, tmp_path, example):
+    """get_train_args logs the upcast_layernorm advice itself (parser.py:563-564): not
+    a silent failure, one line of notes (audit.yaml logged_warnings)."""
+    text = example.replace("finetuning_type: lora", "finetuning_type: lora\n"
+                           "quantization_bit: 4\nrope_scaling: dynamic")
+    unit = _audit(kb, tmp_path, text)
+    assert not {"W_QUANT_NO_UPCAST", "W_ROPE_DYNAMIC"} & {f.id for f in unit.silent}
+    [note] = [n for n in unit.notes if "warns at start-up" in n]
+    assert "W_QUANT_NO_UPCAST" in note and "W_ROPE_DYNAMIC" in note
