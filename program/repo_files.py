@@ -178,8 +178,10 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
     for i, entry in enumerate(data.get("logged_warnings") or []):
         at = ("logged_warnings", i)
         _need(entry, ("warning", "because", "source"), fail, at)
-        if f"{framework}.{entry['warning']}" not in kb.warnings:
-            raise fail(f"'{entry['warning']}' is not a warning of {framework}", at)
+        if f"{framework}.{entry['warning']}" not in kb.warnings and \
+                str(entry["warning"]) not in out.advice_rules:
+            raise fail(f"'{entry['warning']}' is neither a warning nor an advice rule of "
+                       f"{framework}", at)
         out.logged_warnings[str(entry["warning"])] = str(entry["because"])
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
