@@ -168,10 +168,13 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
         except Undecided:
             continue
         written = [k for k in sorted(options_used(warning.expr)) if k in reading.where]
+        settings = ", ".join(f"{reading.where[k][1]}={_shown(ctx.assignment[k])}"
+                             for k in written)  # the user's settings that fire it
         found.append(Finding(kind="warning", id=warning.id,
                              location=reading.span(files, written[0]) if written
                              else _main_rel(files),
-                             message=warning.meta.because, because=warning.meta.because,
+                             message=warning.meta.because + (f" ({settings})" if settings else ""),
+                             because=warning.meta.because,
                              source=warning.meta.source))
     return found
 

@@ -20,7 +20,7 @@ from kbsolve.audit.model_lookup import model_folders, model_for
 from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_launches import main_file
 from kbsolve.audit.read_project import Unit, read_project
-from kbsolve.audit.recommend import changes, choose, repair, repair_note, sound
+from kbsolve.audit.recommend import changes, choose, cure_or_repairs, repair, repair_note, sound
 from kbsolve.audit.score import by_priority, score
 from kbsolve.audit.verdicts import weigh
 from kbsolve.audit.walk import walk
@@ -183,6 +183,9 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes, est=estimator)
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
+    if out.fit.status == "oom" and estimator is not None:
+        chosen, cured = cure_or_repairs(ctx, chosen, fixes, estimator)
+        why.update({key: cured for key in chosen if cured and key not in fixes})
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
