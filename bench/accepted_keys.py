@@ -53,6 +53,12 @@ VALUES = [  # values of accepted keys that the framework refuses or silently ign
                 "parser's own checks still see quantization_bit)",
      "source": "llamafactory:src/llamafactory/model/model_utils/quantization.py:177-227; "
                "src/llamafactory/extras/constants.py:168-179"},
+    {"key": "gradient_checkpointing", "values": [False], "effect": "ignored",
+     "because": "HF's gradient_checkpointing: false does not turn checkpointing off under "
+                "LlamaFactory: prepare_model_for_training enables it itself unless "
+                "disable_gradient_checkpointing is true, so the run recomputes activations all "
+                "the same",
+     "source": "llamafactory:src/llamafactory/model/model_utils/checkpointing.py:184-199"},
 ]
 
 

@@ -93,3 +93,13 @@ def test_warnings_the_framework_logs_itself_are_one_note(kb, tmp_path, example):
     assert not {"W_QUANT_NO_UPCAST", "W_ROPE_DYNAMIC"} & {f.id for f in unit.silent}
     [note] = [n for n in unit.notes if "warns at start-up" in n]
     assert "W_QUANT_NO_UPCAST" in note and "W_ROPE_DYNAMIC" in note
+
+
+def test_hf_gradient_checkpointing_false_is_a_silent_no_op(kb, tmp_path, example):
+    """LlamaFactory turns checkpointing on itself unless disable_gradient_checkpointing
+    (checkpointing.py:184-199): gradient_checkpointing: false does nothing, and --fix
+    writes nothing for it (turning it off would change the memory)."""
+    unit = _audit(kb, tmp_path, example + "gradient_checkpointing: false\n")
+    [found] = [f for f in unit.silent if f.id == "gradient_checkpointing"]
+    assert found.kind == "no_op" and "disable_gradient_checkpointing" in found.message
+    assert not any(c.key.endswith("gradient_checkpointing") for c in unit.changes)
