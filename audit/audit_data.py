@@ -117,3 +117,10 @@ def logged_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, 
     logged = audit_data(kb, framework).logged_warnings
     return [f for f in found if not (f.kind == "warning" and f.id in logged)], \
         [f for f in found if f.kind == "warning" and f.id in logged]
+
+
+def missing_required(kb: KnowledgeBase, framework: str, main: FlatFile) -> list:
+    """The KB's required keys (audit.yaml required_keys) that the config lacks."""
+    return [r for r in audit_data(kb, framework).required_keys
+            if r.key not in main.values and
+            all(_as_written(main.values.get(k)) == _as_written(v) for k, v in r.requires.items())]

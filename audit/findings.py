@@ -206,6 +206,16 @@ def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFi
     return errors, silent
 
 
+def missing_keys(kb: KnowledgeBase, framework: str, main: FlatFile) -> list[Finding]:
+    """Keys the framework's parser raises without (audit.yaml required_keys)."""
+    from kbsolve.audit.audit_data import missing_required
+    return [Finding(kind="missing_key", id=r.key, location=main.rel,
+                    message=f"'{r.key}' is not set: {r.because}",
+                    message_zh=f"缺少 '{r.key}'：{r.because}",
+                    because=r.because, source=r.source)
+            for r in missing_required(kb, framework, main)]
+
+
 def missing_files(kb: KnowledgeBase, framework: str, missing: dict[str, str], main: FlatFile,
                   launch_dir: str | None, known: list[str]) -> list[Finding]:
     """Paths the config names that are not where the run starts (nor the framework's

@@ -76,6 +76,16 @@ class FixScope:
 
 
 @dataclass(frozen=True)
+class RequiredKey:
+    """A key the framework's parser raises without, when `requires` (raw key ->
+    value as written) all hold in the config."""
+    key: str
+    requires: dict[str, Any]
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Threshold:
     """The least gain, by the estimate, for which the audit recommends a change."""
     memory_gib: Fraction
@@ -103,6 +113,7 @@ class AuditData:
     threshold: Threshold | None = None
     advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
     logged_warnings: dict[str, str] = field(default_factory=dict)  # warning id -> because
+    required_keys: list[RequiredKey] = field(default_factory=list)
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
@@ -183,6 +194,13 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
             raise fail(f"'{entry['warning']}' is neither a warning nor an advice rule of "
                        f"{framework}", at)
         out.logged_warnings[str(entry["warning"])] = str(entry["because"])
+    for i, entry in enumerate(data.get("required_keys") or []):
+        at = ("required_keys", i)
+        _need(entry, ("key", "because", "source"), fail, at)
+        if not isinstance(entry.get("requires") or {}, dict):
+            raise fail("requires is a mapping of keys to values as written", at)
+        out.required_keys.append(RequiredKey(str(entry["key"]), dict(entry.get("requires") or {}),
+                                             str(entry["because"]), str(entry["source"])))
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
         _need(entry, ("option", "above", "because", "source"), fail, at)

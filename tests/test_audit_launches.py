@@ -146,3 +146,21 @@ def test_llamafactory_flags_take_argparse_prefixes(kb, tmp_path):
                                        "finetuning_type: full\ndataset: viz\nmax_step: 3370\n")
     [unit] = api.audit(str(tmp_path), "8xA100", kb=kb)[0].units
     assert {f.id for f in unit.errors if f.kind == "refused"} == {"max_step"}
+
+
+def test_a_commented_line_ends_a_continued_command(kb, tmp_path):
+    """bash: a comment runs to the end of its line, backslash included (ScaleBench's
+    Qwen2.5-VL.sh): the flags after it are another command, so LlamaFactory gets no
+    dataset and its parser raises (parser.py:477-478; audit.yaml required_keys)."""
+    (tmp_path / "run.sh").write_text(
+        "llamafactory-cli train \\\n    --stage sft \\\n    --do_train True \\\n"
+        "    --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct \\\n"
+        "    #--model_name_or_path Qwen/Qwen2.5-VL-72B-Instruct \\\n"
+        "    --dataset mine \\\n    --output_dir out\n")
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    [missing] = [f for f in unit.errors if f.kind == "missing_key"]
+    assert missing.id == "dataset" and "Please specify dataset" in missing.message
+    (tmp_path / "run.sh").write_text((tmp_path / "run.sh").read_text().replace(
+        "    #--model_name_or_path Qwen/Qwen2.5-VL-72B-Instruct \\\n", ""))
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    assert not [f for f in unit.errors if f.kind == "missing_key"]
