@@ -206,6 +206,15 @@ def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFi
     return errors, silent
 
 
+def unreadable_files(unit) -> list[Finding]:
+    """Files the config names that exist but do not parse: the run stops when the
+    framework opens them."""
+    return [Finding(kind="unreadable_file", id=key, location=unit.rel,
+                    message=f"{key}: {why}", message_zh=f"{key}：{why}",
+                    because="the framework parses this file when the run starts")
+            for key, why in unit.unreadable.items()]
+
+
 def missing_keys(kb: KnowledgeBase, framework: str, main: FlatFile) -> list[Finding]:
     """Keys the framework's parser raises without (audit.yaml required_keys)."""
     from kbsolve.audit.audit_data import missing_required
