@@ -206,6 +206,19 @@ def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFi
     return errors, silent
 
 
+def launcher_findings(kb: KnowledgeBase, unit, main: FlatFile) -> list[Finding]:
+    """A launcher run without the key that gives it its point (audit.yaml
+    launcher_needs): the `deepspeed` launcher with no DeepSpeed config."""
+    from kbsolve.audit.audit_data import audit_data
+    return [Finding(kind="launch", id=need.key, location=", ".join(unit.launch.scripts),
+                    message=f"the run is started by {need.launcher} but sets no {need.key}: "
+                            f"{need.because}",
+                    message_zh=f"由 {need.launcher} 启动但未设置 {need.key}：{need.because}",
+                    because=need.because, source=need.source)
+            for need in audit_data(kb, unit.framework).launcher_needs
+            if unit.launch.launcher == need.launcher and need.key not in main.values]
+
+
 def unreadable_files(unit) -> list[Finding]:
     """Files the config names that exist but do not parse: the run stops when the
     framework opens them."""

@@ -103,7 +103,8 @@ def launch_of(scripts: dict[str, str], config_rel: str, known: set[str]) -> Laun
             for name, value in _ENV.findall(prefix.group(1) if prefix else ""):
                 info.env[name] = _default(value.strip("\"'"))
             _counts(info, _expand(line, variables))
-            info.launcher = info.launcher or next((n for n in LAUNCHERS if n in line), "")
+            info.launcher = info.launcher or next(
+                (n for n in LAUNCHERS if re.search(rf"(^|[\s;&|]){re.escape(n)}(\s|$)", line)), "")
             if info.directory is None:
                 info.directory = where
             found = _CONFIG_FILE.search(line)

@@ -166,7 +166,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
                                      find.rule_errors(ctx, reading, unit.files, version))
     refusals, ignored = find.effect_findings(kb, reading, unit.files)
     refusals += find.launch_findings(unit, hardware) + find.missing_keys(kb, unit.framework, main)
-    refusals += find.unreadable_files(unit)
+    refusals += find.unreadable_files(unit) + find.launcher_findings(kb, unit, main)
     refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
                                    [e.rel for e in tree_files(root)] if unit.missing else [])
     out.errors = enforced + (key_found if rejected else []) + refusals

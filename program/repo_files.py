@@ -86,6 +86,16 @@ class RequiredKey:
 
 
 @dataclass(frozen=True)
+class LauncherNeeds:
+    """A launcher that does nothing of its own without a key of the config (the
+    `deepspeed` launcher without a DeepSpeed config: plain data parallelism)."""
+    launcher: str
+    key: str
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Threshold:
     """The least gain, by the estimate, for which the audit recommends a change."""
     memory_gib: Fraction
@@ -114,6 +124,7 @@ class AuditData:
     advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
     logged_warnings: dict[str, str] = field(default_factory=dict)  # warning id -> because
     required_keys: list[RequiredKey] = field(default_factory=list)
+    launcher_needs: list[LauncherNeeds] = field(default_factory=list)
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
@@ -201,6 +212,11 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
             raise fail("requires is a mapping of keys to values as written", at)
         out.required_keys.append(RequiredKey(str(entry["key"]), dict(entry.get("requires") or {}),
                                              str(entry["because"]), str(entry["source"])))
+    for i, entry in enumerate(data.get("launcher_needs") or []):
+        at = ("launcher_needs", i)
+        _need(entry, ("launcher", "key", "because", "source"), fail, at)
+        out.launcher_needs.append(LauncherNeeds(str(entry["launcher"]), str(entry["key"]),
+                                                str(entry["because"]), str(entry["source"])))
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
         _need(entry, ("option", "above", "because", "source"), fail, at)

@@ -164,3 +164,27 @@ def test_a_commented_line_ends_a_continued_command(kb, tmp_path):
         "    #--model_name_or_path Qwen/Qwen2.5-VL-72B-Instruct \\\n", ""))
     [unit] = api.audit(str(tmp_path), kb=kb)[0].units
     assert not [f for f in unit.errors if f.kind == "missing_key"]
+
+
+def test_the_deepspeed_launcher_without_a_deepspeed_config(kb, tmp_path):
+    """LlamaFactory issue 1936: `deepspeed` starts five processes, no --deepspeed
+    names a config, so the Trainer runs plain DDP (audit.yaml launcher_needs); a
+    path through examples/deepspeed/ is no deepspeed launcher."""
+    run = ("deepspeed --include localhost:0,1,2,3,4 src/train_bash.py --stage rm "
+           "--do_train --model_name_or_path m --dataset d --finetuning_type lora "
+           "--output_dir o --bf16\n")
+    (tmp_path / "train.sh").write_text(run)
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    [found] = [f for f in unit.errors if f.kind == "launch"]
+    assert found.id == "deepspeed" and "plain DDP" in found.message
+    (tmp_path / "train.sh").write_text(run.replace("--bf16", "--bf16 --deepspeed ds.json"))
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2}}')
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    assert not [f for f in unit.errors if f.kind == "launch"]
+    (tmp_path / "train.sh").unlink()
+    (tmp_path / "examples" / "deepspeed").mkdir(parents=True)
+    (tmp_path / "examples" / "deepspeed" / "sft.yaml").write_text(
+        "stage: sft\ndo_train: true\nmodel_name_or_path: m\ndataset: d\nfinetuning_type: lora\n")
+    (tmp_path / "run.sh").write_text("llamafactory-cli train examples/deepspeed/sft.yaml\n")
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    assert not [f for f in unit.errors if f.kind == "launch"]
