@@ -185,7 +185,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
     if out.fit.status == "oom" and estimator is not None:
-        chosen, cured = cure_or_repairs(ctx, chosen, fixes, estimator)
+        chosen, cured = cure_or_repairs(ctx, chosen, fixes, estimator, main_name)
         why.update({key: cured for key in chosen if cured and key not in fixes})
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:

@@ -145,3 +145,11 @@ def test_a_finding_is_scored_on_the_file_it_points_at():
     found, audited = findings_of(report)
     assert [f.file for f in found] == ["run.sh", "fsdp_qlora/c.yaml"]
     assert "fsdp" not in found[1].text and audited == {"c.yaml"}
+
+
+def test_a_path_the_fix_creates_is_no_harm(tmp_path):
+    from bench.audit_real.harm import change_harm
+    written = {"key": "deepspeed", "new": "ds_z3_offload_config.json"}
+    assert "does not exist" in change_harm(written, "llamafactory", tmp_path, ".", {})
+    created = {**written, "new_file": "ds_z3_offload_config.json"}
+    assert change_harm(created, "llamafactory", tmp_path, ".", {}) == ""
