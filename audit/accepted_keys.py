@@ -37,6 +37,7 @@ class Accepted:
     source: str
     values: tuple[ValueEffect, ...] = ()
     allow_env: dict | None = None  # {name, values, because, source}: extra keys accepted
+    cli_abbrev: dict | None = None  # {because, source}: flags may be unique prefixes
 
     def extras_allowed(self, env: dict[str, str]) -> bool:
         """Whether the launch's environment makes the parser accept any key."""
@@ -48,6 +49,13 @@ class Accepted:
     def accepts(self, key: str) -> bool:
         """A flattened key: `ray_init_kwargs.num_cpus` is inside the accepted `ray_init_kwargs`."""
         return key in self.keys or key.split(".", 1)[0] in self.keys
+
+    def abbreviated(self, flag: str) -> str | None:
+        """The key a command-line flag that is a unique prefix of one stands for."""
+        if not self.cli_abbrev or self.accepts(flag):
+            return None
+        found = [k for k in self.keys if k.startswith(flag)]
+        return found[0] if len(found) == 1 else None
 
 
 def accepted_keys(kb, framework: str, kind: str = "training") -> Accepted | None:
@@ -97,11 +105,13 @@ def _load(kb, framework: str) -> dict[str, Accepted]:
                                    str(entry["source"])))
     tables = {}
     for kind, keys in data.items():
-        if kind in ("framework", "because", "source", "values", "allow_env"):
+        if kind in ("framework", "because", "source", "values", "allow_env",
+                    "cli_abbrev"):
             continue
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise KbError(Diagnostic(f"{kind}: a list of keys ({ACCEPTED_FILE} of {framework})",
                                      positions.get((kind,), Span(str(path)))))
         tables[kind] = Accepted(frozenset(keys), str(data["because"]), str(data["source"]),
-                                tuple(effects), data.get("allow_env"))
+                                tuple(effects), data.get("allow_env"),
+                                data.get("cli_abbrev"))
     return tables

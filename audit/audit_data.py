@@ -109,3 +109,26 @@ def advice_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, 
                                    f"advice, not enforced ({advice[f.id]})"})
               for f in found if f.id in advice]
     return errors, warned
+
+
+def logged_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
+    """Silent findings, and the KB warnings the framework logs itself at start-up
+    (audit.yaml logged_warnings): those are not silent."""
+    logged = audit_data(kb, framework).logged_warnings
+    return [f for f in found if not (f.kind == "warning" and f.id in logged)], \
+        [f for f in found if f.kind == "warning" and f.id in logged]
+
+
+def caveats_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
+    """Silent findings, and the KB warnings about kbsolve's own estimate (audit.yaml
+    estimate_caveats): they qualify a figure, they say nothing wrong of the config."""
+    caveats = audit_data(kb, framework).estimate_caveats
+    return [f for f in found if not (f.kind == "warning" and f.id in caveats)], \
+        [f for f in found if f.kind == "warning" and f.id in caveats]
+
+
+def missing_required(kb: KnowledgeBase, framework: str, main: FlatFile) -> list:
+    """The KB's required keys (audit.yaml required_keys) that the config lacks."""
+    return [r for r in audit_data(kb, framework).required_keys
+            if r.key not in main.values and
+            all(_as_written(main.values.get(k)) == _as_written(v) for k, v in r.requires.items())]

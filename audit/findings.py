@@ -119,13 +119,12 @@ def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
             continue
         known = table.keys | {k.split(".", 1)[0] for k in main_keys}
         hint = did_you_mean(key.replace(" ", "_").lower(), known)
-        close = [k for k in known if k == key.replace(" ", "_").lower()]
         findings.append(Finding(
             kind="refused", id=key, location=str(main.spans.get(key) or main.rel),
             message=f"'{key}' is refused by {framework}'s argument parser{hint}".rstrip(),
             message_zh=f"'{key}' 会被 {framework} 的参数解析器拒绝{hint}".rstrip(),
-            because=table.because, source=table.source,
-            fix={key: None, close[0]: main.values[key]} if close else {key: None}))
+            because=table.because, source=table.source))  # no --fix: the did-you-mean
+            # is a guess, and dropping the key loses what the user meant (decisions.md)
     return findings, kept
 
 
@@ -169,10 +168,13 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
         except Undecided:
             continue
         written = [k for k in sorted(options_used(warning.expr)) if k in reading.where]
+        settings = ", ".join(f"{reading.where[k][1]}={_shown(ctx.assignment[k])}"
+                             for k in written)  # the user's settings that fire it
         found.append(Finding(kind="warning", id=warning.id,
                              location=reading.span(files, written[0]) if written
                              else _main_rel(files),
-                             message=warning.meta.because, because=warning.meta.because,
+                             message=warning.meta.because + (f" ({settings})" if settings else ""),
+                             because=warning.meta.because,
                              source=warning.meta.source))
     return found
 
@@ -202,6 +204,38 @@ def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFi
                                   message_zh=f"{yaml_key}: {shown} 不起作用（{effect.because}）",
                                   because=effect.because, source=effect.source))
     return errors, silent
+
+
+def launcher_findings(kb: KnowledgeBase, unit, main: FlatFile) -> list[Finding]:
+    """A launcher run without the key that gives it its point (audit.yaml
+    launcher_needs): the `deepspeed` launcher with no DeepSpeed config."""
+    from kbsolve.audit.audit_data import audit_data
+    return [Finding(kind="launch", id=need.key, location=", ".join(unit.launch.scripts),
+                    message=f"the run is started by {need.launcher} but sets no {need.key}: "
+                            f"{need.because}",
+                    message_zh=f"由 {need.launcher} 启动但未设置 {need.key}：{need.because}",
+                    because=need.because, source=need.source)
+            for need in audit_data(kb, unit.framework).launcher_needs
+            if unit.launch.launcher == need.launcher and need.key not in main.values]
+
+
+def unreadable_files(unit) -> list[Finding]:
+    """Files the config names that exist but do not parse: the run stops when the
+    framework opens them."""
+    return [Finding(kind="unreadable_file", id=key, location=unit.rel,
+                    message=f"{key}: {why}", message_zh=f"{key}：{why}",
+                    because="the framework parses this file when the run starts")
+            for key, why in unit.unreadable.items()]
+
+
+def missing_keys(kb: KnowledgeBase, framework: str, main: FlatFile) -> list[Finding]:
+    """Keys the framework's parser raises without (audit.yaml required_keys)."""
+    from kbsolve.audit.audit_data import missing_required
+    return [Finding(kind="missing_key", id=r.key, location=main.rel,
+                    message=f"'{r.key}' is not set: {r.because}",
+                    message_zh=f"缺少 '{r.key}'：{r.because}",
+                    because=r.because, source=r.source)
+            for r in missing_required(kb, framework, main)]
 
 
 def missing_files(kb: KnowledgeBase, framework: str, missing: dict[str, str], main: FlatFile,

@@ -103,7 +103,8 @@ def launch_of(scripts: dict[str, str], config_rel: str, known: set[str]) -> Laun
             for name, value in _ENV.findall(prefix.group(1) if prefix else ""):
                 info.env[name] = _default(value.strip("\"'"))
             _counts(info, _expand(line, variables))
-            info.launcher = info.launcher or next((n for n in LAUNCHERS if n in line), "")
+            info.launcher = info.launcher or next(
+                (n for n in LAUNCHERS if re.search(rf"(^|[\s;&|]){re.escape(n)}(\s|$)", line)), "")
             if info.directory is None:
                 info.directory = where
             found = _CONFIG_FILE.search(line)
@@ -116,8 +117,22 @@ def launch_of(scripts: dict[str, str], config_rel: str, known: set[str]) -> Laun
 
 
 def _logical_lines(text: str) -> list[str]:
-    text = re.sub(r"\\\r?\n", " ", text)
-    return [re.sub(r"(^|\s)#.*$", "", line) for line in text.splitlines()]
+    """Commands as bash reads them: a comment runs to the end of its physical line,
+    its trailing backslash included, so a commented line inside a continued
+    command ends that command (the lines after it are another)."""
+    lines: list[str] = []
+    joined: str | None = None
+    for raw in text.splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", raw.rstrip("\r"))
+        line = line if joined is None else f"{joined} {line}"
+        if line.endswith("\\"):
+            joined = line[:-1]
+            continue
+        lines.append(line)
+        joined = None
+    if joined is not None:
+        lines.append(joined)
+    return lines
 
 
 def _variables(lines: list[str]) -> dict[str, str]:

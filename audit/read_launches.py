@@ -50,7 +50,7 @@ def _unit(kb: KnowledgeBase, tree, texts, framework: str, line: LaunchLine, make
     unit = make_unit(framework, where, [f"{line.kind} (line {line.line})"])
     unit.launch = line.launch
     args = main_file(kb, framework, "launch")
-    values, spans = dict(line.flags), dict(line.spans)
+    values, spans = _expanded(kb, framework, unit, line)
     if line.config_file is not None:
         base = _toml(tree, texts, line, unit)
         values, spans = {**base[0], **values}, {**base[1], **spans}
@@ -77,6 +77,24 @@ def _unit(kb: KnowledgeBase, tree, texts, framework: str, line: LaunchLine, make
             unit.notes.append(f"{line.rel}:{line.line}: --config_file {accelerate} is not in "
                               f"the project")
     return unit
+
+
+def _expanded(kb: KnowledgeBase, framework: str, unit, line: LaunchLine) -> tuple[dict, dict]:
+    """The flags as the framework's parser reads them: where its argparse takes a unique
+    prefix of a key (kb accepted_keys.yaml `cli_abbrev`), `--max_step` is max_steps."""
+    from kbsolve.audit.accepted_keys import accepted_keys
+    table = accepted_keys(kb, framework)
+    values, spans = {}, {}
+    for flag, value in line.flags.items():
+        full = table.abbreviated(flag) if table is not None else None
+        key = full if full is not None and full not in line.flags else flag
+        if key != flag:
+            unit.notes.append(f"{line.rel}:{line.line}: --{flag} is read as --{key} "
+                              f"(argparse takes a unique prefix)")
+        values[key] = value
+        if flag in line.spans:
+            spans[key] = line.spans[flag]
+    return values, spans
 
 
 def main_file(kb: KnowledgeBase, framework: str, unit_kind: str) -> str:

@@ -38,6 +38,7 @@ class Unit:
     file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
     accepted: str = "training"  # which table of the parser's accepted keys applies
     missing: dict[str, str] = field(default_factory=dict)  # key -> a path not in the project
+    unreadable: dict[str, str] = field(default_factory=dict)  # key -> why its file is unusable
 
 
 @dataclass
@@ -121,6 +122,10 @@ def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,
     return referenced
 
 
+LFS_POINTER = "version https://git-lfs.github.com/spec/"  # a Git LFS pointer file's first line
+LFS_HINT = " (a Git LFS pointer, not the file: fetch it with git lfs pull)"
+
+
 def references(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit, main: FlatFile,
                main_name: str, referenced: set[str]) -> None:
     """The files the main file's values name (a DeepSpeed JSON, an accelerate YAML),
@@ -155,7 +160,7 @@ def references(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit, ma
             continue
         if target is None or target in unit.files:
             continue
-        flat = _flat(tree, texts, rel, unit)
+        flat = _flat(tree, texts, rel, unit, key)
         if flat is not None:
             unit.files[target] = flat
             referenced.add(rel)
@@ -234,12 +239,19 @@ def _resolve(tree: Tree, config_rel: str, value: str,
     return None
 
 
-def _flat(tree: Tree, texts: ProjectText, rel: str, unit: Unit) -> FlatFile | None:
+def _flat(tree: Tree, texts: ProjectText, rel: str, unit: Unit,
+          key: str | None = None) -> FlatFile | None:
+    """A settings file; one the config names by `key` and that does not parse is
+    the run's error (the framework opens it), else a note."""
     entry = tree.by_rel()[rel]
     try:
         data, positions = data_of(entry, texts.text(rel))
     except Unreadable as error:
-        unit.notes.append(str(error))
+        if key is None:
+            unit.notes.append(str(error))
+        else:
+            unit.unreadable[key] = str(error) + (LFS_HINT if (texts.text(rel) or "")
+                                                 .startswith(LFS_POINTER) else "")
         return None
     if not isinstance(data, dict):
         unit.notes.append(f"{rel}: not a mapping of settings")

@@ -122,6 +122,36 @@ def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,
     return {k: v for k, v in chosen.items() if ctx.assignment.get(k) != v}
 
 
+def cure_or_repairs(ctx: Context, chosen: dict[str, Any], fixes: dict[str, Any],
+                    est: Estimator, main_name: str) -> tuple[dict[str, Any], str]:
+    """For a config that does not fit: the checklist's changes only when they cure
+    the OOM (leaner but still OOM, the run fails all the same); else the first cure
+    that `kbsolve fix --symptom oom` offers and --fix can write whole into the
+    config (one that also needs the launch changed, an accelerate FSDP file or
+    FORCE_TORCHRUN, would leave a half-changed run), on top of the repairs; else the
+    repairs alone. Returns the changes and, for a cure, what it does by the estimate."""
+    if est.effect({**fixes, **chosen}).fits:
+        return chosen, ""
+    from kbsolve.audit.symptom import suggest  # symptom imports this module
+    _, found, _ = suggest(ctx, "oom", ctx.allowed)
+    for cure in found:
+        trial = {**fixes, **cure.changes}
+        if cure.fits and _in_config(ctx, main_name, trial) and \
+                sound(ctx, trial, must_fit=False, consent=False, est=est) and \
+                est.effect(trial).fits:
+            return {k: v for k, v in trial.items() if ctx.assignment.get(k) != v}, \
+                f"cures the OOM: {est.effect(trial).summary()}"
+    return {k: v for k, v in fixes.items() if ctx.assignment.get(k) != v}, ""
+
+
+def _in_config(ctx: Context, main_name: str, trial: dict[str, Any]) -> bool:
+    """Every option of `trial` is a key of the config (or a file it names)."""
+    return all(any(e.target == main_name for e in ctx.kb.options[key].emits) or
+               reference_change(ctx.kb, ctx.framework, main_name, key,
+                                ctx.with_changes(trial)) is not None
+               for key, value in trial.items() if ctx.assignment.get(key) != value)
+
+
 def changes(ctx: Context, main_name: str, main: FlatFile, findings: list[Finding],
             chosen: dict[str, Any], why: dict[str, str]) -> list[Change]:
     out: list[Change] = []

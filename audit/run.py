@@ -6,7 +6,8 @@ from pathlib import Path
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
-from kbsolve.audit.audit_data import advice_apart, outside_fix_scope
+from kbsolve.audit.audit_data import (advice_apart, caveats_apart, logged_apart,
+                                      outside_fix_scope)
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.effects import Estimator
@@ -20,7 +21,7 @@ from kbsolve.audit.model_lookup import model_folders, model_for
 from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_launches import main_file
 from kbsolve.audit.read_project import Unit, read_project
-from kbsolve.audit.recommend import changes, choose, repair, repair_note, sound
+from kbsolve.audit.recommend import changes, choose, cure_or_repairs, repair, repair_note, sound
 from kbsolve.audit.score import by_priority, score
 from kbsolve.audit.verdicts import weigh
 from kbsolve.audit.walk import walk
@@ -165,12 +166,20 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     enforced, advised = advice_apart(kb, unit.framework,
                                      find.rule_errors(ctx, reading, unit.files, version))
     refusals, ignored = find.effect_findings(kb, reading, unit.files)
-    refusals += find.launch_findings(unit, hardware)
+    refusals += find.launch_findings(unit, hardware) + find.missing_keys(kb, unit.framework, main)
+    refusals += find.unreadable_files(unit) + find.launcher_findings(kb, unit, main)
     refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
                                    [e.rel for e in tree_files(root)] if unit.missing else [])
     out.errors = enforced + (key_found if rejected else []) + refusals
     out.silent = ([] if rejected else key_found) + ignored + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
+    out.silent, logged = logged_apart(kb, unit.framework, out.silent)
+    if logged:  # not silent: the framework says them when the run starts
+        out.notes.append(f"{unit.framework} warns at start-up: " +
+                         "; ".join(f"{f.id} ({f.message})" for f in logged))
+    out.silent, caveats = caveats_apart(kb, unit.framework, out.silent)
+    if caveats:  # about the estimate, not the config
+        out.notes.append("the estimate: " + "; ".join(f"{f.id} ({f.message})" for f in caveats))
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
     fixes = repair(ctx, broken, estimator)
@@ -179,6 +188,9 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     chosen = choose(ctx, ordered, must_fit=out.fit.status == "fits", base=fixes, est=estimator)
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
+    if out.fit.status == "oom" and estimator is not None:
+        chosen, cured = cure_or_repairs(ctx, chosen, fixes, estimator, main_name)
+        why.update({key: cured for key in chosen if cured and key not in fixes})
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")

@@ -32,6 +32,14 @@ ALLOW_ENV = {  # an environment variable that makes the parser accept any key
                "are then accepted and unused",
     "source": "llamafactory:src/llamafactory/hparams/parser.py:309-312; "
               "src/llamafactory/extras/misc.py:258-260 (is_env_enabled)"}
+CLI_ABBREV = {  # command-line flags: argparse reads a unique prefix of a key as that key
+    "because": "flags on the command line (no YAML) go through parse_args_into_dataclasses, an "
+               "argparse parser with allow_abbrev left on: a unique prefix such as --max_step is "
+               "read as --max_steps; a YAML goes through parse_dict, which matches keys exactly",
+    "source": "llamafactory:src/llamafactory/hparams/parser.py:112-126 (read_args returns "
+              "sys.argv[1:]), 149-160 (_parse_args); cpython Lib/argparse.py ArgumentParser"
+              "(allow_abbrev=True); transformers hf_argparser.py HfArgumentParser(ArgumentParser)"}
+
 VALUES = [  # values of accepted keys that the framework refuses or silently ignores
     {"key": "flash_attn", "values": [True, False], "effect": "refused",
      "because": "flash_attn is the StrEnum AttentionFunction (auto, disabled, sdpa, fa2, fa3); "
@@ -45,6 +53,12 @@ VALUES = [  # values of accepted keys that the framework refuses or silently ign
                 "parser's own checks still see quantization_bit)",
      "source": "llamafactory:src/llamafactory/model/model_utils/quantization.py:177-227; "
                "src/llamafactory/extras/constants.py:168-179"},
+    {"key": "gradient_checkpointing", "values": [False], "effect": "ignored",
+     "because": "HF's gradient_checkpointing: false does not turn checkpointing off under "
+                "LlamaFactory: prepare_model_for_training enables it itself unless "
+                "disable_gradient_checkpointing is true, so the run recomputes activations all "
+                "the same",
+     "source": "llamafactory:src/llamafactory/model/model_utils/checkpointing.py:184-199"},
 ]
 
 
@@ -119,6 +133,7 @@ def main(checkout: str, commit: str, wheel: str) -> None:
     lines += [f"  - {key}" for key in sorted(keys)]
     lines += ["values:"] + [f"  - {json.dumps(entry)}" for entry in VALUES]
     lines += ["allow_env: " + json.dumps(ALLOW_ENV)]
+    lines += ["cli_abbrev: " + json.dumps(CLI_ABBREV)]
     out.write_text("\n".join(lines) + "\n")
     print(f"{out}: {len(keys)} keys")
 

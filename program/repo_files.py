@@ -76,6 +76,26 @@ class FixScope:
 
 
 @dataclass(frozen=True)
+class RequiredKey:
+    """A key the framework's parser raises without, when `requires` (raw key ->
+    value as written) all hold in the config."""
+    key: str
+    requires: dict[str, Any]
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
+class LauncherNeeds:
+    """A launcher that does nothing of its own without a key of the config (the
+    `deepspeed` launcher without a DeepSpeed config: plain data parallelism)."""
+    launcher: str
+    key: str
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Threshold:
     """The least gain, by the estimate, for which the audit recommends a change."""
     memory_gib: Fraction
@@ -102,6 +122,10 @@ class AuditData:
     fix_scope: list[FixScope] = field(default_factory=list)
     threshold: Threshold | None = None
     advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
+    logged_warnings: dict[str, str] = field(default_factory=dict)  # warning id -> because
+    estimate_caveats: dict[str, str] = field(default_factory=dict)  # warning id -> because
+    required_keys: list[RequiredKey] = field(default_factory=list)
+    launcher_needs: list[LauncherNeeds] = field(default_factory=list)
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
@@ -174,6 +198,32 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         if f"{framework}.{entry['rule']}" not in kb.rules:
             raise fail(f"'{entry['rule']}' is not a rule of {framework}", at)
         out.advice_rules[str(entry["rule"])] = str(entry["because"])
+    for i, entry in enumerate(data.get("logged_warnings") or []):
+        at = ("logged_warnings", i)
+        _need(entry, ("warning", "because", "source"), fail, at)
+        if f"{framework}.{entry['warning']}" not in kb.warnings and \
+                str(entry["warning"]) not in out.advice_rules:
+            raise fail(f"'{entry['warning']}' is neither a warning nor an advice rule of "
+                       f"{framework}", at)
+        out.logged_warnings[str(entry["warning"])] = str(entry["because"])
+    for i, entry in enumerate(data.get("estimate_caveats") or []):
+        at = ("estimate_caveats", i)
+        _need(entry, ("warning", "because", "source"), fail, at)
+        if f"{framework}.{entry['warning']}" not in kb.warnings:
+            raise fail(f"'{entry['warning']}' is not a warning of {framework}", at)
+        out.estimate_caveats[str(entry["warning"])] = str(entry["because"])
+    for i, entry in enumerate(data.get("required_keys") or []):
+        at = ("required_keys", i)
+        _need(entry, ("key", "because", "source"), fail, at)
+        if not isinstance(entry.get("requires") or {}, dict):
+            raise fail("requires is a mapping of keys to values as written", at)
+        out.required_keys.append(RequiredKey(str(entry["key"]), dict(entry.get("requires") or {}),
+                                             str(entry["because"]), str(entry["source"])))
+    for i, entry in enumerate(data.get("launcher_needs") or []):
+        at = ("launcher_needs", i)
+        _need(entry, ("launcher", "key", "because", "source"), fail, at)
+        out.launcher_needs.append(LauncherNeeds(str(entry["launcher"]), str(entry["key"]),
+                                                str(entry["because"]), str(entry["source"])))
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
         _need(entry, ("option", "above", "because", "source"), fail, at)

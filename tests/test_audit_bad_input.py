@@ -82,14 +82,15 @@ def test_hostile_files_are_skipped_with_notes(capsys, hostile):
         assert "locked.yaml" in notes and "locked.yaml" not in audited
 
 
-def test_broken_deepspeed_json_is_a_note(capsys, tmp_path):
+def test_broken_deepspeed_json_is_the_configs_error(capsys, tmp_path):
+    """The config names it: DeepSpeed fails to parse it when the run starts."""
     shutil.copytree(PROJECTS / "lf_project", tmp_path / "p")
     (tmp_path / "p" / "configs" / "ds_z3.json").write_text('{"zero_optimization": {"stage": 3,,}')
     import json
     code, out, _ = audit(capsys, tmp_path / "p")
     broken = next(u for u in json.loads(out)["units"] if u["path"].endswith("broken.yaml"))
-    assert code == 0 and any("ds_z3.json:1:" in n and "invalid JSON" in n
-                             for n in broken["notes"])
+    assert code == 0 and any("ds_z3.json:1:" in f["message"] and "invalid JSON" in f["message"]
+                             for f in broken["errors"] if f["kind"] == "unreadable_file")
 
 
 def test_bad_gpus_flag_is_exit_2(capsys):
@@ -139,3 +140,16 @@ def test_other_frameworks_lookalike_is_one_line_not_audited(capsys, tmp_path):
     assert report["not_audited"] == [line for line in report["not_audited"]
                                      if line.startswith("sft_trainer.yaml: not audited: verl")]
     assert len(report["not_audited"]) == 1 and report["not_configs"] == 1
+
+
+def test_a_named_file_that_does_not_parse_is_the_runs_error(capsys, tmp_path):
+    """R1ChemLLaMAFactory's ds_z3_config.json is a Git LFS pointer: DeepSpeed gets no
+    JSON, so the run stops; the audit says so and how to get the file."""
+    (tmp_path / "train.yaml").write_text(GOOD + "deepspeed: ds_z3.json\n")
+    (tmp_path / "ds_z3.json").write_text("version https://git-lfs.github.com/spec/v1\n"
+                                         "oid sha256:6e27\nsize 789\n")
+    code, out, _ = audit(capsys, tmp_path, "--gpus", "8xH100")
+    [unit] = json.loads(out)["units"]
+    [error] = [f for f in unit["errors"] if f["kind"] == "unreadable_file"]
+    assert error["id"] == "deepspeed" and "invalid JSON" in error["message"]
+    assert "git lfs pull" in error["message"]

@@ -27,8 +27,8 @@ def test_audit_fix_writes_keeps_comments_and_a_backup(project):
     assert text.startswith("# Every kind of mistake the audit must find.")
     assert "use_liger" not in text and "galore_rank" not in text
     assert "model_name_or_path: Qwen/Qwen3-8B\nstage: dpo\n" in text
-    again = unit(report, "broken.yaml")
-    assert again.errors == []
+    again = unit(report, "broken.yaml")  # --fix invents no dataset: that error stays
+    assert [(f.kind, f.id) for f in again.errors] == [("missing_key", "dataset")]
     assert not [f for f in again.silent if f.kind in ("no_op", "value_alias")]
     assert not list(project.rglob(".*.tmp"))
 

@@ -41,7 +41,8 @@ def test_refused_keys_are_errors_with_did_you_mean(kb, tmp_path, example):
     assert "did you mean 'lora_target'" in refused["Lora_target"].message
     assert "did you mean 'num_train_epochs'" in refused["num train epochs"].message
     assert "did you mean 'eval_strategy'" in refused["evaluation_strategy"].message
-    assert refused["Lora_target"].fix == {"Lora_target": None, "lora_target": "all"}
+    assert refused["Lora_target"].fix == {}  # the user renames it: --fix guesses nothing
+    assert not any(c.key in refused or c.key == "lora_target" for c in unit.changes)
     assert "HfArgumentParser" in refused["global_batch_size"].because
     assert "hparams/model_args.py" in refused["global_batch_size"].source
     assert not set(refused) & set(unit.unknown_keys)
@@ -81,3 +82,35 @@ def test_allow_extra_args_lets_every_key_pass(kb, tmp_path, example):
     unit = _audit(kb, tmp_path, example + "sliding_window: 256\n")
     assert not any(f.kind == "refused" for f in unit.errors)
     assert "sliding_window" in unit.unknown_keys
+
+
+def test_warnings_the_framework_logs_itself_are_one_note(kb, tmp_path, example):
+    """get_train_args logs the upcast_layernorm advice itself (parser.py:563-564): not
+    a silent failure, one line of notes (audit.yaml logged_warnings)."""
+    text = example.replace("finetuning_type: lora", "finetuning_type: lora\n"
+                           "quantization_bit: 4\nrope_scaling: dynamic")
+    unit = _audit(kb, tmp_path, text)
+    assert not {"W_QUANT_NO_UPCAST", "W_ROPE_DYNAMIC"} & {f.id for f in unit.silent}
+    [note] = [n for n in unit.notes if "warns at start-up" in n]
+    assert "W_QUANT_NO_UPCAST" in note and "W_ROPE_DYNAMIC" in note
+
+
+def test_caveats_of_the_estimate_are_one_note_not_a_finding(kb, tmp_path, example):
+    """A lora_target list the KB does not size (W_LORA_TARGET_AS_ALL) qualifies the
+    estimate, not the config: one note (audit.yaml estimate_caveats), no finding."""
+    text = example.replace("lora_target: all", "lora_target: q_proj,o_proj")
+    assert text != example
+    unit = _audit(kb, tmp_path, text)
+    assert "W_LORA_TARGET_AS_ALL" not in {f.id for f in unit.silent + unit.errors}
+    [note] = [n for n in unit.notes if n.startswith("the estimate: ")]
+    assert "W_LORA_TARGET_AS_ALL" in note
+
+
+def test_hf_gradient_checkpointing_false_is_a_silent_no_op(kb, tmp_path, example):
+    """LlamaFactory turns checkpointing on itself unless disable_gradient_checkpointing
+    (checkpointing.py:184-199): gradient_checkpointing: false does nothing, and --fix
+    writes nothing for it (turning it off would change the memory)."""
+    unit = _audit(kb, tmp_path, example + "gradient_checkpointing: false\n")
+    [found] = [f for f in unit.silent if f.id == "gradient_checkpointing"]
+    assert found.kind == "no_op" and "disable_gradient_checkpointing" in found.message
+    assert not any(c.key.endswith("gradient_checkpointing") for c in unit.changes)

@@ -127,3 +127,64 @@ def test_llamafactory_flags_launch(kb, tmp_path):
     assert errors["refused"].id == "evaluation_strategy"
     assert "examples/deepspeed/ds_z3_offload_config.json" in errors["missing_file"].message
     assert not any("taken as" in n for n in unit.notes)  # the ZeRO stage is not guessed
+
+
+def test_llamafactory_flags_take_argparse_prefixes(kb, tmp_path):
+    """On the command line argparse reads --max_step as --max_steps (a unique prefix;
+    Qwen2-VL-SFT's finetune_viz.sh); in a YAML the same key is refused."""
+    (tmp_path / "train.sh").write_text(
+        "deepspeed --num_gpus 8 src/train.py --stage sft --do_train \\\n"
+        "    --model_name_or_path Qwen/Qwen2-VL-7B-Instruct --finetuning_type full \\\n"
+        "    --dataset viz --streaming --max_step 3370 --dispatch_batches False\n")
+    [unit] = api.audit(str(tmp_path), "8xA100", kb=kb)[0].units
+    refused = {f.id for f in unit.errors if f.kind == "refused"}
+    assert refused == {"dispatch_batches"}
+    assert not any(f.id == "P8" for f in unit.errors)  # max_steps 3370 with streaming
+    assert any("--max_step is read as --max_steps" in n for n in unit.notes)
+    (tmp_path / "train.sh").unlink()
+    (tmp_path / "sft.yaml").write_text("stage: sft\ndo_train: true\nmodel_name_or_path: m\n"
+                                       "finetuning_type: full\ndataset: viz\nmax_step: 3370\n")
+    [unit] = api.audit(str(tmp_path), "8xA100", kb=kb)[0].units
+    assert {f.id for f in unit.errors if f.kind == "refused"} == {"max_step"}
+
+
+def test_a_commented_line_ends_a_continued_command(kb, tmp_path):
+    """bash: a comment runs to the end of its line, backslash included (ScaleBench's
+    Qwen2.5-VL.sh): the flags after it are another command, so LlamaFactory gets no
+    dataset and its parser raises (parser.py:477-478; audit.yaml required_keys)."""
+    (tmp_path / "run.sh").write_text(
+        "llamafactory-cli train \\\n    --stage sft \\\n    --do_train True \\\n"
+        "    --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct \\\n"
+        "    #--model_name_or_path Qwen/Qwen2.5-VL-72B-Instruct \\\n"
+        "    --dataset mine \\\n    --output_dir out\n")
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    [missing] = [f for f in unit.errors if f.kind == "missing_key"]
+    assert missing.id == "dataset" and "Please specify dataset" in missing.message
+    (tmp_path / "run.sh").write_text((tmp_path / "run.sh").read_text().replace(
+        "    #--model_name_or_path Qwen/Qwen2.5-VL-72B-Instruct \\\n", ""))
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    assert not [f for f in unit.errors if f.kind == "missing_key"]
+
+
+def test_the_deepspeed_launcher_without_a_deepspeed_config(kb, tmp_path):
+    """LlamaFactory issue 1936: `deepspeed` starts five processes, no --deepspeed
+    names a config, so the Trainer runs plain DDP (audit.yaml launcher_needs); a
+    path through examples/deepspeed/ is no deepspeed launcher."""
+    run = ("deepspeed --include localhost:0,1,2,3,4 src/train_bash.py --stage rm "
+           "--do_train --model_name_or_path m --dataset d --finetuning_type lora "
+           "--output_dir o --bf16\n")
+    (tmp_path / "train.sh").write_text(run)
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    [found] = [f for f in unit.errors if f.kind == "launch"]
+    assert found.id == "deepspeed" and "plain DDP" in found.message
+    (tmp_path / "train.sh").write_text(run.replace("--bf16", "--bf16 --deepspeed ds.json"))
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2}}')
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    assert not [f for f in unit.errors if f.kind == "launch"]
+    (tmp_path / "train.sh").unlink()
+    (tmp_path / "examples" / "deepspeed").mkdir(parents=True)
+    (tmp_path / "examples" / "deepspeed" / "sft.yaml").write_text(
+        "stage: sft\ndo_train: true\nmodel_name_or_path: m\ndataset: d\nfinetuning_type: lora\n")
+    (tmp_path / "run.sh").write_text("llamafactory-cli train examples/deepspeed/sft.yaml\n")
+    [unit] = api.audit(str(tmp_path), kb=kb)[0].units
+    assert not [f for f in unit.errors if f.kind == "launch"]

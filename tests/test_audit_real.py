@@ -132,3 +132,24 @@ def test_the_frameworks_parsers_give_the_stored_verdicts():
         if verdict["verdict"] == "refused":
             assert verdict["message"] == stored[where]["message"], where
     assert len(found) >= 40
+
+
+def test_a_finding_is_scored_on_the_file_it_points_at():
+    """A launch finding points at the script, a TOML setting at the TOML; the path
+    itself is no text a label's keys may match (`fsdp` in `fsdp_qlora/`)."""
+    report = {"units": [{"path": "c.yaml", "framework": "llamafactory",
+                         "errors": [{"id": "CUDA_VISIBLE_DEVICES", "location": "run.sh, b.sh",
+                                     "message": "4 processes, 2 GPUs"}],
+                         "silent": [{"id": "W", "location": "fsdp_qlora/c.yaml:3:1",
+                                     "message": "upcast"}]}]}
+    found, audited = findings_of(report)
+    assert [f.file for f in found] == ["run.sh", "fsdp_qlora/c.yaml"]
+    assert "fsdp" not in found[1].text and audited == {"c.yaml"}
+
+
+def test_a_path_the_fix_creates_is_no_harm(tmp_path):
+    from bench.audit_real.harm import change_harm
+    written = {"key": "deepspeed", "new": "ds_z3_offload_config.json"}
+    assert "does not exist" in change_harm(written, "llamafactory", tmp_path, ".", {})
+    created = {**written, "new_file": "ds_z3_offload_config.json"}
+    assert change_harm(created, "llamafactory", tmp_path, ".", {}) == ""

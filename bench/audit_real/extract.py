@@ -11,13 +11,13 @@ def findings_of(report: dict) -> tuple[list[Finding], set[str]]:
         path, framework = unit["path"], unit["framework"]
         audited.add(path)
 
-        def add(kind: str, keys: list, text: str) -> None:
-            out.append(Finding(path, kind, [str(k) for k in keys], text, framework))
+        def add(kind: str, keys: list, text: str, where: str = "") -> None:
+            out.append(Finding(where or path, kind, [str(k) for k in keys], text, framework))
 
         for group in ("errors", "silent"):
             for f in unit.get(group, []):
                 add("error" if group == "errors" else "silent", [*f.get("fix", {}), f["id"]],
-                    f"{f['id']} {f.get('location', '')} {f['message']}")
+                    f"{f['id']} {f['message']}", located(f.get("location", "")))
         fit = unit.get("fit") or {}
         if fit.get("status") in ("oom", "fits"):
             add(fit["status"], ["memory"], f"{fit.get('device_gib')} of {fit.get('budget_gib')} GiB")
@@ -29,6 +29,13 @@ def findings_of(report: dict) -> tuple[list[Finding], set[str]]:
         if unit.get("unknown_keys"):  # one line in the report
             add("unknown_key", unit["unknown_keys"], " ".join(unit["unknown_keys"]))
     return out, audited
+
+
+def located(location: str) -> str:
+    """The file a finding points at (`a/b.yaml:7:1`, `run.sh, other.sh`): a finding
+    about a launch script or a TOML a launch names is scored on that file, and its
+    path is not text a label's keys could match."""
+    return location.split(", ", 1)[0].split(":", 1)[0].strip()
 
 
 def changes_of(report: dict) -> dict[str, list[dict]]:

@@ -23,10 +23,11 @@ def looks_like_path(value) -> bool:
 
 def change_harm(change: dict, framework: str, root: Path, launch_dir: str,
                 recipe: dict[str, list[str]]) -> str:
+    """A path the fix writes as a new file beside the config (`new_file`) exists then."""
     key, new = change["key"], change.get("new")
     if key in recipe.get(framework, []):
         return f"changes the recipe: {key} {change.get('old')!r} -> {new!r}"
-    if not change.get("removed") and looks_like_path(new) and \
+    if not change.get("removed") and looks_like_path(new) and not change.get("new_file") and \
             not (root / launch_dir / str(new)).exists() and not Path(str(new)).is_absolute():
         return f"writes {key}: {new}, a path that does not exist from {launch_dir or '.'}"
     return ""
