@@ -150,6 +150,8 @@ FIXED_LENGTH = {
     # padding='max_length', max_length=max_seq_len)) and the DeepSpeed fine-tune demo
     # (finetune_llama.py: padding='max_length')
     "deepspeed",
+    # Qwen (v1) finetune.py @00dceebb preprocess: every sample padded to model_max_length
+    "qwen-finetune",
 }
 def cluster(row: dict) -> tuple[int, int]:
     """(GPUs per node, network per node in Gbit/s; 0 when not stated) of the row's run, from
@@ -306,7 +308,9 @@ def row_settings(row: dict, model: dict, out: dict) -> dict:
 # init_adapter casts the parameters that require grad to float32), the HF Trainer with PEFT
 # (the model loaded with torch_dtype, autocast on top), DeepSpeed's fp16/bf16 engine
 # (runtime/engine.py _configure_distributed_model: module.half() / module.bfloat16()).
-BASE_16BIT = {"llamafactory", "hf-trainer", "deepspeed"}
+# ms-swift 1.x (swift/llm/sft.py: the model loaded in --dtype, PEFT on top) and Qwen's finetune.py
+# (QwenLM/Qwen@00dceebb: the remote code sets bf16 itself, PEFT on top) do the same.
+BASE_16BIT = {"llamafactory", "hf-trainer", "deepspeed", "ms-swift", "qwen-finetune"}
 
 
 def model_spec(name: str, m: dict) -> dict:
