@@ -762,6 +762,9 @@ def summarise(result: dict) -> dict:
     refit = fit.refit(graded)
     summary["calibration"] = refit["constants"]
     summary["calibration_drift"] = {k: list(v) for k, v in refit["drift"].items()}
+    summary["band_coverage"] = {cls: {"covered": c, "runs": n, "share": round(c / n, 3) if n else None}
+                                for cls, (c, n) in refit["coverage"].items()}
+    summary["band_because_stale"] = refit["stale_because"]
     worst = sorted(rows, key=lambda r: -abs(r["predicted"] - r["measured"]) / r["measured"])[:8]
     summary["worst_rows"] = [(r["id"], r["metric"], round(r["measured"], 2), r["predicted"])
                              for r in worst]
@@ -798,6 +801,8 @@ def _print(summary: dict, skipped: list) -> None:
               f"{f['spearman']}, median abs error {f['median_abs_error_pct']} % over "
               f"{f['throughput_rows']} rows")
     print("calibration:", summary["calibration"], "drift:", summary["calibration_drift"])
+    print("band coverage on sources left out (constants and band fitted without each source):",
+          ", ".join(f"{cls} {c['covered']} of {c['runs']}" for cls, c in summary["band_coverage"].items()))
     print("worst speed rows (id, measured, predicted tok/s/GPU):", summary["worst_speed_rows"])
     print("worst rows (id, metric, measured GiB, predicted GiB):")
     for row in summary["worst_rows"]:
