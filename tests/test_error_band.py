@@ -122,6 +122,7 @@ def test_audit_fit_check_uses_the_upper_end_and_says_so(kb, tmp_path):
     assert fit.band_share == pytest.approx(calibrated(kb, "lora"), abs=1e-4)
     assert fit.status == ("fits" if fit.device_gib <= fit.budget_gib else "oom")
     assert fit.largest_term != "error_band"  # the band is no cause of an overflow
+    assert "runs from sources left out of the fit" in fit.band_because  # the measured coverage
     line = fit_line(unit, words("en"))
     if fit.status == "fits":
         assert line.startswith("fits at the model's error band's upper end")
