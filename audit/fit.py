@@ -41,7 +41,7 @@ def fit_check(ctx: Context):
                         for k, v in metrics.memory.items() if v), key=lambda t: -t.gib)
     device, budget = metrics.levels["device"], metrics.budget  # with the band: its upper end
     over = device - budget
-    stated = band(problem, metrics)
+    stated = band(problem, metrics, ctx.assignment)  # the class's let too: its measured coverage
     host = sum(metrics.host.values(), 0) * ctx.facts.get("query.gpus_per_node", 1)
     host_budget = None if problem.host_budget_bytes is None else \
         problem.host_budget_bytes * ctx.facts.get("query.gpus_per_node", 1)

@@ -150,6 +150,8 @@ FIXED_LENGTH = {
     # padding='max_length', max_length=max_seq_len)) and the DeepSpeed fine-tune demo
     # (finetune_llama.py: padding='max_length')
     "deepspeed",
+    # Qwen (v1) finetune.py @00dceebb preprocess: every sample padded to model_max_length
+    "qwen-finetune",
 }
 def cluster(row: dict) -> tuple[int, int]:
     """(GPUs per node, network per node in Gbit/s; 0 when not stated) of the row's run, from
@@ -306,7 +308,9 @@ def row_settings(row: dict, model: dict, out: dict) -> dict:
 # init_adapter casts the parameters that require grad to float32), the HF Trainer with PEFT
 # (the model loaded with torch_dtype, autocast on top), DeepSpeed's fp16/bf16 engine
 # (runtime/engine.py _configure_distributed_model: module.half() / module.bfloat16()).
-BASE_16BIT = {"llamafactory", "hf-trainer", "deepspeed"}
+# ms-swift 1.x (swift/llm/sft.py: the model loaded in --dtype, PEFT on top) and Qwen's finetune.py
+# (QwenLM/Qwen@00dceebb: the remote code sets bf16 itself, PEFT on top) do the same.
+BASE_16BIT = {"llamafactory", "hf-trainer", "deepspeed", "ms-swift", "qwen-finetune"}
 
 
 def model_spec(name: str, m: dict) -> dict:
@@ -758,6 +762,9 @@ def summarise(result: dict) -> dict:
     refit = fit.refit(graded)
     summary["calibration"] = refit["constants"]
     summary["calibration_drift"] = {k: list(v) for k, v in refit["drift"].items()}
+    summary["band_coverage"] = {cls: {"covered": c, "runs": n, "share": round(c / n, 3) if n else None}
+                                for cls, (c, n) in refit["coverage"].items()}
+    summary["band_because_stale"] = refit["stale_because"]
     worst = sorted(rows, key=lambda r: -abs(r["predicted"] - r["measured"]) / r["measured"])[:8]
     summary["worst_rows"] = [(r["id"], r["metric"], round(r["measured"], 2), r["predicted"])
                              for r in worst]
@@ -794,6 +801,8 @@ def _print(summary: dict, skipped: list) -> None:
               f"{f['spearman']}, median abs error {f['median_abs_error_pct']} % over "
               f"{f['throughput_rows']} rows")
     print("calibration:", summary["calibration"], "drift:", summary["calibration_drift"])
+    print("band coverage on sources left out (constants and band fitted without each source):",
+          ", ".join(f"{cls} {c['covered']} of {c['runs']}" for cls, c in summary["band_coverage"].items()))
     print("worst speed rows (id, measured, predicted tok/s/GPU):", summary["worst_speed_rows"])
     print("worst rows (id, metric, measured GiB, predicted GiB):")
     for row in summary["worst_rows"]:

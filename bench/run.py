@@ -164,6 +164,10 @@ def _accuracy_rows(acc: dict) -> list[tuple[str, str, str]]:
          _pair(acc, "spearman"), "≥ 0.9"),
         ("speed median absolute error: whole / LOSO",
          _pair(acc, "median_abs_error_pct", unit=" %"), "≤ 25 %"),
+        ("memory error band's coverage of runs from sources left out (constants and band "
+         "fitted without each source), by class", "; ".join(
+             f"{cls} {c['covered']} of {c['runs']}" for cls, c in
+             (acc.get("band_coverage") or {}).items()) or "n/a", "≥ 90 % each"),
         ("calibrated constants as the fit procedure gives them (kb/core/calibration.kb)",
          "no drift" if drift == {} else f"drift: {drift}", "no drift"),
     ]

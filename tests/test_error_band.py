@@ -122,6 +122,7 @@ def test_audit_fit_check_uses_the_upper_end_and_says_so(kb, tmp_path):
     assert fit.band_share == pytest.approx(calibrated(kb, "lora"), abs=1e-4)
     assert fit.status == ("fits" if fit.device_gib <= fit.budget_gib else "oom")
     assert fit.largest_term != "error_band"  # the band is no cause of an overflow
+    assert "runs from sources left out of the fit" in fit.band_because  # the measured coverage
     line = fit_line(unit, words("en"))
     if fit.status == "fits":
         assert line.startswith("fits at the model's error band's upper end")
@@ -131,10 +132,35 @@ def test_audit_fit_check_uses_the_upper_end_and_says_so(kb, tmp_path):
         assert line.startswith("will OOM by") and "error band's upper end" in line
 
 
-def test_flow_factory_states_that_its_band_is_not_measured(kb):
+def test_flow_factory_states_that_its_conservative_band_is_not_measured(kb):
+    """Issue 23: no Flow-Factory run is measured, so it takes the stated stand-in band and
+    says so, and fits are checked at its upper end like every other band."""
     estimate = api.estimate({"gpus": "1xA100", "model": "sd3.5-medium"}, {}, kb)
     band = estimate.memory.band
-    assert band.share == 0 and band.gib == 0 and "not measured" in band.because
-    assert estimate.memory.per_gpu_gib.device == band.predicted_gib.device
+    assert band.share > 0 and "not measured" in band.because
+    assert estimate.memory.per_gpu_gib.device == band.upper_gib.device
     table = render(estimate, "table")
-    assert f"error band: {band.because}" in table and "model error band +" not in table
+    assert f"model error band +{band.share:.1%}" in table and "not measured" in table
+
+
+@pytest.mark.parametrize("settings, cls", [({"finetuning_type": "lora"}, "lora"),
+                                           ({"finetuning_type": "full"}, "full"),
+                                           ({"finetuning_type": "lora", "quantization_bit": "4"}, "qlora")])
+def test_the_band_says_the_coverage_bench_measured(kb, settings, cls):
+    """Issue 23: a measured count of runs from sources left out of the fit, never an
+    unmeasured share."""
+    import re
+    because = api.estimate(A100, settings, kb).memory.band.because
+    covered = re.search(r"covered (\d+) of (\d+) runs from sources left out of the fit", because)
+    assert covered and int(covered.group(1)) <= int(covered.group(2))
+    assert "9 in 10 published runs" not in because
+
+
+@pytest.mark.parametrize("query, settings", [
+    ({"gpus": "8xH100", "model": "wan2.1-t2v-14b", "framework": "flow-factory"}, {}),
+    ({"gpus": "1xH100", "model": "flux1-dev", "framework": "diffusers"}, {})])
+def test_frameworks_without_measured_runs_take_the_stated_conservative_band(kb, query, settings):
+    band = api.estimate(query, settings, kb).memory.band
+    assert band.share == pytest.approx(float(kb.lets["core.memory_band_unmeasured"].expr.value), abs=1e-4)
+    assert band.share >= max(calibrated(kb, "full"), calibrated(kb, "lora"))
+    assert "not measured" in band.because
