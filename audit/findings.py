@@ -71,6 +71,13 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
         where = str(main.spans.get(key) or main.rel)
         nokey = next((n for n in nokeys if key == n.key or (not sectioned and
                                                             _suffix(key, n.key))), None)
+        if nokey is not None and nokey.accepted:  # the parser takes it; nothing reads it
+            findings.append(Finding(kind="no_op", id=key, location=where,
+                                    message=f"'{key}' is accepted but does nothing here "
+                                            f"({nokey.accepted})",
+                                    message_zh=f"'{key}' 可被解析，但在此不起作用",
+                                    because=nokey.meta.because, source=nokey.meta.source))
+            continue
         if nokey is not None:
             findings.append(Finding(kind="nokey", id=key, location=where,
                                     message=f"'{key}' is not a {framework} setting",

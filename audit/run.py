@@ -170,8 +170,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     refusals += find.unreadable_files(unit) + find.launcher_findings(kb, unit, main)
     refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
                                    [e.rel for e in tree_files(root)] if unit.missing else [])
-    out.errors = enforced + (key_found if rejected else []) + refusals
-    out.silent = ([] if rejected else key_found) + ignored + \
+    refused_keys = [f for f in key_found if f.kind != "no_op"]  # no_op: parsed, not read
+    out.errors = enforced + (refused_keys if rejected else []) + refusals
+    out.silent = ([f for f in key_found if f.kind == "no_op"] if rejected else key_found) + \
+        ignored + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
     out.silent, logged = logged_apart(kb, unit.framework, out.silent)
     if logged:  # not silent: the framework says them when the run starts

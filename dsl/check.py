@@ -556,7 +556,9 @@ class _Checker:
         if not self._meta(entry).because:
             self.sink.error(f"nokey '{entry.decl.name}' needs a 'because' saying what to use "
                             f"instead", entry.decl.name_span, code="no-because")
-        return kb.NoKey(entry.scope, entry.decl.name, self._meta(entry))
+        accepted = entry.decl.clause("accepted")
+        return kb.NoKey(entry.scope, entry.decl.name, self._meta(entry),
+                        accepted.args[0] if accepted else "")
 
     def _rule(self, entry: Entry) -> kb.Rule:
         expr = self._cond(entry, entry.decl.expr, f"rule {entry.decl.name}")

@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
                           "tier"},
     "option": _META | {"emit", "alias", "value_alias", "when", "from", "origin", "versions",
                        "inert", "passthrough", "bound"},
-    "nokey": _META,
+    "nokey": _META | {"accepted"},
     "fact": _META,
     "field": _META | {"optional", "bound", "when"},
     "enum": _META,

@@ -155,6 +155,7 @@ class NoKey:
     framework: str
     key: str
     meta: Meta
+    accepted: str = ""  # the parser takes the key (why), but nothing reads it here
 
 
 @dataclass(frozen=True)

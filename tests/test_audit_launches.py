@@ -73,6 +73,21 @@ def test_torchtitan_flux_launch_is_audited(kb, tmp_path):
     assert bigger > small  # the line's flag, over the TOML's 32, is what is judged
 
 
+def test_a_key_the_parser_takes_but_flux_ignores_is_a_no_op_not_an_error(kb, tmp_path):
+    """training.seq_len is a torchtitan setting (TrainingConfig) that the FLUX trainer
+    overwrites: a silent no-op with no edit, not 'not a torchtitan setting'."""
+    configs = tmp_path / "torchtitan/models/flux/train_configs"
+    configs.mkdir(parents=True)
+    (configs / "flux_dev_model.toml").write_text(TOML.replace("steps = 30_000",
+                                                              "steps = 30_000\nseq_len = 256"))
+    (tmp_path / "run_train.sh").write_text(RUN)
+    [unit] = api.audit(str(tmp_path), "8xH100", kb=kb)[0].units
+    assert not [f for f in unit.errors if "seq_len" in f.id]
+    [no_op] = [f for f in unit.silent if f.id == "training.seq_len"]
+    assert no_op.kind == "no_op" and "accepted" in no_op.message and not no_op.fix
+    assert not [c for c in unit.changes if "seq_len" in c.key]
+
+
 def test_diffusers_readme_launch_is_audited_and_never_written(kb, tmp_path):
     (tmp_path / "README.md").write_text(DIFFUSERS)
     report, written = api.audit(str(tmp_path), "1xH100", kb=kb, fix=True)
