@@ -113,13 +113,16 @@ def test_statuses_follow_the_check_conditions(kb, lf):
 
 
 def test_recommended_diff_is_proven_and_repairs_the_errors(kb, lf):
-    # P16 (fp8 with quantization_bit) is repaired only by turning fp8 off, a numerics
-    # choice of the user's: named with the --allow it needs, not written without it
+    # P16 (fp8 with quantization_bit) is repaired only by turning fp8 or quantization off,
+    # a numerics choice of the user's: named with the --allow it needs, not written without
     broken = unit(lf, "broken.yaml")
-    assert not {"deepspeed", "pure_bf16", "fp8"} & {c.key for c in broken.changes}
-    assert any("P13, P16: repaired by" in n and "--allow fp8" in n for n in broken.notes)
-    allowed = api.audit(str(PROJECTS / "lf_project" / "configs" / "broken.yaml"), "8xH100",
-                        kb=kb, allow=["fp8"])[0].units[0]
+    numerics = {"deepspeed", "pure_bf16", "fp8", "quantization_bit"}
+    assert not numerics & {c.key for c in broken.changes}
+    [note] = [n for n in broken.notes if n.startswith("P13, P16: repaired by")]
+    needed = note.split("pass --allow ", 1)[1].split()[0]
+    assert needed in ("fp8", "quantization")
+    project = api.audit(str(PROJECTS / "lf_project"), "8xH100", kb=kb, allow=[needed])[0]
+    [allowed] = [u for u in project.units if u.path.endswith("broken.yaml")]
     assert allowed.changes_proven
     changed = {c.key for c in allowed.changes}
     assert "use_liger" in changed and ({"deepspeed", "pure_bf16"} & changed)

@@ -20,7 +20,7 @@ def project(tmp_path):
 def test_audit_fix_writes_keeps_comments_and_a_backup(project):
     broken = project / "configs" / "broken.yaml"
     original = broken.read_text()
-    report, written = api.audit(str(project), "8xH100", fix=True, allow=["fp8"])
+    report, written = api.audit(str(project), "8xH100", fix=True, allow=["fp8", "quantization"])
     assert "configs/broken.yaml" in written
     text = broken.read_text()
     assert (project / "configs" / "broken.yaml.bak").read_text() == original
