@@ -192,26 +192,13 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
             raise fail("an entry needs requires (a mapping) or refuses (a list)", at)
         out.fix_scope.append(FixScope(dict(requires), tuple(str(k) for k in refuses),
                                       str(entry["because"]), str(entry["source"])))
-    for i, entry in enumerate(data.get("advice_rules") or []):
-        at = ("advice_rules", i)
-        _need(entry, ("rule", "because", "source"), fail, at)
-        if f"{framework}.{entry['rule']}" not in kb.rules:
-            raise fail(f"'{entry['rule']}' is not a rule of {framework}", at)
-        out.advice_rules[str(entry["rule"])] = str(entry["because"])
-    for i, entry in enumerate(data.get("logged_warnings") or []):
-        at = ("logged_warnings", i)
-        _need(entry, ("warning", "because", "source"), fail, at)
-        if f"{framework}.{entry['warning']}" not in kb.warnings and \
-                str(entry["warning"]) not in out.advice_rules:
-            raise fail(f"'{entry['warning']}' is neither a warning nor an advice rule of "
-                       f"{framework}", at)
-        out.logged_warnings[str(entry["warning"])] = str(entry["because"])
-    for i, entry in enumerate(data.get("estimate_caveats") or []):
-        at = ("estimate_caveats", i)
-        _need(entry, ("warning", "because", "source"), fail, at)
-        if f"{framework}.{entry['warning']}" not in kb.warnings:
-            raise fail(f"'{entry['warning']}' is not a warning of {framework}", at)
-        out.estimate_caveats[str(entry["warning"])] = str(entry["because"])
+    out.advice_rules = _named(data, "advice_rules", "rule", set(), framework, kb.rules, fail,
+                              "a rule")
+    out.logged_warnings = _named(data, "logged_warnings", "warning", set(out.advice_rules),
+                                 framework, kb.warnings, fail,
+                                 "neither a warning nor an advice rule")
+    out.estimate_caveats = _named(data, "estimate_caveats", "warning", set(), framework,
+                                  kb.warnings, fail, "a warning")
     for i, entry in enumerate(data.get("required_keys") or []):
         at = ("required_keys", i)
         _need(entry, ("key", "because", "source"), fail, at)
@@ -282,3 +269,19 @@ def repository_file(kb: KnowledgeBase, framework: str, value: str) -> RepoFile |
         if wanted == entry.path or wanted.endswith("/" + entry.path):
             return entry
     return None
+
+
+def _named(data: dict, section: str, field_name: str, also: set, framework: str, declared,
+           fail, what: str) -> dict[str, str]:
+    """An audit.yaml list of {FIELD: id, because, source} naming declarations of the
+    framework (or `also`): id -> because."""
+    found: dict[str, str] = {}
+    for i, entry in enumerate(data.get(section) or []):
+        at = (section, i)
+        _need(entry, (field_name, "because", "source"), fail, at)
+        name = str(entry[field_name])
+        if f"{framework}.{name}" not in declared and name not in also:
+            not_ = what if what.startswith("neither") else f"not {what}"
+            raise fail(f"'{name}' is {not_} of {framework}", at)
+        found[name] = str(entry["because"])
+    return found
