@@ -119,12 +119,14 @@ def logged_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, 
         [f for f in found if f.kind == "warning" and f.id in logged]
 
 
-def caveats_apart(kb: KnowledgeBase, framework: str, found: list) -> tuple[list, list]:
-    """Silent findings, and the KB warnings about kbsolve's own estimate (audit.yaml
-    estimate_caveats): they qualify a figure, they say nothing wrong of the config."""
-    caveats = audit_data(kb, framework).estimate_caveats
-    return [f for f in found if not (f.kind == "warning" and f.id in caveats)], \
-        [f for f in found if f.kind == "warning" and f.id in caveats]
+def notes_apart(kb: KnowledgeBase, framework: str, found: list, section: str
+                ) -> tuple[list, list]:
+    """Silent findings, and the KB warnings an audit.yaml section lists as notes:
+    estimate_caveats (they qualify kbsolve's own figure) or environment_tips (they
+    hold only in an environment the files do not show): neither says the config is wrong."""
+    named = getattr(audit_data(kb, framework), section)
+    return [f for f in found if not (f.kind == "warning" and f.id in named)], \
+        [f for f in found if f.kind == "warning" and f.id in named]
 
 
 def missing_required(kb: KnowledgeBase, framework: str, main: FlatFile) -> list:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kbsolve.audit import findings as find
 from kbsolve.audit.assess import Context, build_context
-from kbsolve.audit.audit_data import (advice_apart, caveats_apart, logged_apart,
+from kbsolve.audit.audit_data import (advice_apart, logged_apart, notes_apart,
                                       outside_fix_scope)
 from kbsolve.audit.code_patterns import scan
 from kbsolve.audit.consent import allowed_keys, check_allow
@@ -179,9 +179,11 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     if logged:  # not silent: the framework says them when the run starts
         out.notes.append(f"{unit.framework} warns at start-up: " +
                          "; ".join(f"{f.id} ({f.message})" for f in logged))
-    out.silent, caveats = caveats_apart(kb, unit.framework, out.silent)
-    if caveats:  # about the estimate, not the config
-        out.notes.append("the estimate: " + "; ".join(f"{f.id} ({f.message})" for f in caveats))
+    for section, heading in (("estimate_caveats", "the estimate"),
+                             ("environment_tips", "if your cluster")):
+        out.silent, noted = notes_apart(kb, unit.framework, out.silent, section)
+        if noted:  # about the estimate or the environment, not the config: one line
+            out.notes.append(f"{heading}: " + "; ".join(f"{f.id} ({f.message})" for f in noted))
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
     fixes = repair(ctx, broken, estimator)

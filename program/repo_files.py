@@ -124,6 +124,7 @@ class AuditData:
     advice_rules: dict[str, str] = field(default_factory=dict)  # rule id -> because
     logged_warnings: dict[str, str] = field(default_factory=dict)  # warning id -> because
     estimate_caveats: dict[str, str] = field(default_factory=dict)  # warning id -> because
+    environment_tips: dict[str, str] = field(default_factory=dict)  # warning id -> because
     required_keys: list[RequiredKey] = field(default_factory=list)
     launcher_needs: list[LauncherNeeds] = field(default_factory=list)
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
@@ -198,6 +199,8 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
                                  framework, kb.warnings, fail,
                                  "neither a warning nor an advice rule")
     out.estimate_caveats = _named(data, "estimate_caveats", "warning", set(), framework,
+                                  kb.warnings, fail, "a warning")
+    out.environment_tips = _named(data, "environment_tips", "warning", set(), framework,
                                   kb.warnings, fail, "a warning")
     for i, entry in enumerate(data.get("required_keys") or []):
         at = ("required_keys", i)

@@ -102,3 +102,15 @@ def test_llamafactory_examples_of_other_kinds_are_one_line_each(lf):
     for path, kind in expected.items():
         assert path not in audited and kind in lines[path], path
     assert "examples/train_lora/qwen3_lora_sft.yaml" in audited
+
+
+def test_tips_about_the_cluster_are_one_note_not_findings(kb, examples):
+    """Flow-Factory's multinode example uses a *_hub attention backend: whether the nodes
+    reach the Hub is not in its files, so W_R23_HUB_OFFLINE is one note (audit.yaml
+    environment_tips), not a silent failure."""
+    report = api.audit(str(examples / "flow-factory" / "multinode_examples"), "8xH100",
+                       kb=kb)[0]
+    [unit] = [u for u in report.units if u.path.endswith("train.yaml")]
+    assert "W_R23_HUB_OFFLINE" not in {f.id for f in unit.silent + unit.errors}
+    [note] = [n for n in unit.notes if n.startswith("if your cluster: ")]
+    assert "W_R23_HUB_OFFLINE" in note
