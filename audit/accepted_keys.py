@@ -6,9 +6,8 @@ option for is accepted but not modelled."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from kbsolve.diagnostics import Diagnostic, KbError, Span
+from kbsolve.program.repo_files import side_yaml
 
 ACCEPTED_FILE = "accepted_keys.yaml"
 
@@ -74,32 +73,21 @@ def value_effect(kb, framework: str, key: str, raw) -> ValueEffect | None:
 
 
 def _load(kb, framework: str) -> dict[str, Accepted]:
-    from kbsolve.catalog.yamlpos import load_yaml, read_text
-    declared = Path(kb.frameworks[framework].meta.span.file)
-    candidates = [declared] if declared.is_absolute() else \
-        [Path(__file__).resolve().parents[1] / declared, declared]
-    path = next((c.parent / ACCEPTED_FILE for c in candidates
-                 if (c.parent / ACCEPTED_FILE).is_file()), None)
-    if path is None:
+    found = side_yaml(kb, framework, ACCEPTED_FILE)
+    if found is None:
         return {}
-    data, positions = load_yaml(read_text(path), file=str(path))
-    if not isinstance(data, dict) or data.get("framework") != framework or \
-            not data.get("because") or not data.get("source"):
-        raise KbError(Diagnostic(f"framework, because and source are needed ({ACCEPTED_FILE} "
-                                 f"of {framework})", positions.get((), Span(str(path)))))
+    _, data, fail = found
+    if not data.get("because") or not data.get("source"):
+        raise fail("because and source are needed")
     effects = []
     for i, entry in enumerate(data.get("values") or []):
         if not isinstance(entry, dict) or entry.get("effect") not in ("refused", "ignored") or \
                 not all(entry.get(f) for f in ("key", "values", "because", "source")):
-            raise KbError(Diagnostic(f"values: an entry needs key, values, effect (refused or "
-                                     f"ignored), because and source ({ACCEPTED_FILE} of "
-                                     f"{framework})", positions.get(("values", i),
-                                                                    Span(str(path)))))
+            raise fail("values: an entry needs key, values, effect (refused or ignored), "
+                       "because and source", ("values", i))
         for name in entry.get("read_as") or {}:
             if f"{framework}.{name}" not in kb.options:
-                raise KbError(Diagnostic(f"values: read_as names no option '{name}' "
-                                         f"({ACCEPTED_FILE} of {framework})",
-                                         positions.get(("values", i), Span(str(path)))))
+                raise fail(f"values: read_as names no option '{name}'", ("values", i))
         effects.append(ValueEffect(str(entry["key"]), tuple(entry["values"]), entry["effect"],
                                    dict(entry.get("read_as") or {}), str(entry["because"]),
                                    str(entry["source"])))
@@ -109,8 +97,7 @@ def _load(kb, framework: str) -> dict[str, Accepted]:
                     "cli_abbrev"):
             continue
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise KbError(Diagnostic(f"{kind}: a list of keys ({ACCEPTED_FILE} of {framework})",
-                                     positions.get((kind,), Span(str(path)))))
+            raise fail(f"{kind}: a list of keys", (kind,))
         tables[kind] = Accepted(frozenset(keys), str(data["because"]), str(data["source"]),
                                 tuple(effects), data.get("allow_env"),
                                 data.get("cli_abbrev"))

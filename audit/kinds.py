@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from kbsolve.diagnostics import Diagnostic, KbError, Span
+from kbsolve.program.repo_files import side_yaml
 
 _DEPS = re.compile(r"(^|/)(requirements[^/]*\.(txt|in)|pyproject\.toml|setup\.(py|cfg)|"
                    r"environment\.ya?ml|Pipfile|poetry\.lock)$", re.I)
@@ -115,22 +114,10 @@ def kind_data(kb, framework: str) -> KindData:
 
 
 def _load(kb, framework: str) -> KindData:
-    from kbsolve.catalog.yamlpos import load_yaml, read_text
-    declared = Path(kb.frameworks[framework].meta.span.file)
-    candidates = [declared] if declared.is_absolute() else \
-        [Path(__file__).resolve().parents[1] / declared, declared]
-    path = next((c.parent / KINDS_FILE for c in candidates
-                 if (c.parent / KINDS_FILE).is_file()), None)
-    if path is None:
+    found = side_yaml(kb, framework, KINDS_FILE)
+    if found is None:
         return KindData()
-    data, positions = load_yaml(read_text(path), file=str(path))
-
-    def fail(message: str, at: tuple = ()) -> KbError:
-        return KbError(Diagnostic(f"{message} ({KINDS_FILE} of {framework})",
-                                  positions.get(at, Span(str(path)))))
-
-    if not isinstance(data, dict) or data.get("framework") != framework:
-        raise fail(f"framework: must be {framework}")
+    _, data, fail = found
     out = KindData()
     for section, into in (("kinds", out.kinds), ("lookalikes", out.lookalikes)):
         for i, entry in enumerate(data.get(section) or []):

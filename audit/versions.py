@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from kbsolve.audit import kinds
-from kbsolve.diagnostics import Diagnostic, KbError, Span
+from kbsolve.program.repo_files import side_yaml
 
 VERSIONS_FILE = "versions.yaml"
 _SPEC = r"\s*(?:\[[^\]]*\])?\s*(===|==|~=|>=|<=|!=|<|>)\s*([0-9][\w.+!-]*)"
@@ -58,22 +57,10 @@ def _version_files(kb, framework: str) -> list[tuple[str, re.Pattern]]:
 
 
 def _load(kb, framework: str) -> list[tuple[str, re.Pattern]]:
-    from kbsolve.catalog.yamlpos import load_yaml, read_text
-    declared = Path(kb.frameworks[framework].meta.span.file)
-    candidates = [declared] if declared.is_absolute() else \
-        [Path(__file__).resolve().parents[1] / declared, declared]
-    path = next((c.parent / VERSIONS_FILE for c in candidates
-                 if (c.parent / VERSIONS_FILE).is_file()), None)
-    if path is None:
+    found = side_yaml(kb, framework, VERSIONS_FILE)
+    if found is None:
         return []
-    data, positions = load_yaml(read_text(path), file=str(path))
-
-    def fail(message: str, at: tuple = ()) -> KbError:
-        return KbError(Diagnostic(f"{message} ({VERSIONS_FILE} of {framework})",
-                                  positions.get(at, Span(str(path)))))
-
-    if not isinstance(data, dict) or data.get("framework") != framework:
-        raise fail(f"framework: must be {framework}")
+    _, data, fail = found
     found = []
     for i, entry in enumerate(data.get("files") or []):
         at = ("files", i)

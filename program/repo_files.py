@@ -139,30 +139,35 @@ def audit_data(kb: KnowledgeBase, framework: str) -> AuditData:
     return cache[framework]
 
 
-def _file_for(kb: KnowledgeBase, framework: str) -> Path | None:
+def side_yaml(kb: KnowledgeBase, framework: str, file_name: str):
+    """A framework's side YAML file (beside its framework.kb: audit.yaml, file_kinds.yaml,
+    versions.yaml, accepted_keys.yaml), loaded with positions: (path, data, fail), or None
+    when the framework has none. fail(message, at) is a KbError at the entry's line;
+    the file must name its framework."""
     declared = Path(kb.frameworks[framework].meta.span.file)
     candidates = [declared] if declared.is_absolute() else \
         [Path(__file__).resolve().parents[1] / declared, declared]
-    for candidate in candidates:
-        path = candidate.parent / FILE_NAME
-        if path.is_file():
-            return path
-    return None
-
-
-def _load(kb: KnowledgeBase, framework: str) -> AuditData:
-    path = _file_for(kb, framework)
+    path = next((c.parent / file_name for c in candidates
+                 if (c.parent / file_name).is_file()), None)
     if path is None:
-        return AuditData()
+        return None
     from kbsolve.catalog.yamlpos import load_yaml, read_text
     data, positions = load_yaml(read_text(path), file=str(path))
 
     def fail(message: str, at: tuple = ()) -> KbError:
-        return KbError(Diagnostic(f"{message} ({FILE_NAME} of {framework})",
+        return KbError(Diagnostic(f"{message} ({file_name} of {framework})",
                                   positions.get(at, Span(str(path)))))
 
     if not isinstance(data, dict) or data.get("framework") != framework:
         raise fail(f"framework: must be {framework}")
+    return path, data, fail
+
+
+def _load(kb: KnowledgeBase, framework: str) -> AuditData:
+    found = side_yaml(kb, framework, FILE_NAME)
+    if found is None:
+        return AuditData()
+    path, data, fail = found
     out = AuditData(where=str(path))
     for i, entry in enumerate(data.get("repository_files") or []):
         at = ("repository_files", i)
