@@ -153,3 +153,46 @@ def test_a_path_the_fix_creates_is_no_harm(tmp_path):
     assert "does not exist" in change_harm(written, "llamafactory", tmp_path, ".", {})
     created = {**written, "new_file": "ds_z3_offload_config.json"}
     assert change_harm(created, "llamafactory", tmp_path, ".", {}) == ""
+
+
+def _scored_set(name: str, holdout: bool, verdicts: list[str], found: list[bool]) -> dict:
+    """A set as run.scored() returns it, with findings already judged."""
+    findings = [vars(Finding("c.yaml", "error", ["k"], "t", "llamafactory", verdict=v))
+                for v in verdicts]
+    return {"set": name, "framework": "llamafactory", "judged": ["c.yaml"], "tracebacks": [],
+            "holdout": holdout, "findings": findings,
+            "problems": [{"file": "c.yaml", "kind": "error", "keys": [], "found": hit}
+                         for hit in found]}
+
+
+def test_the_scorer_reports_the_held_out_sets_apart_from_the_tuned_ones():
+    from bench.audit_real.report import tables
+    from bench.audit_real.run import parts, summary
+    sets = [_scored_set("tuned-a", False, ["correct", "correct", "correct", "noise"], [True]),
+            _scored_set("held-b", True, ["correct", "wrong"], [True, False]),
+            _scored_set("held-c", True, ["noise"], [])]
+    split = parts(sets)
+    assert split["tuned"]["set_names"] == ["tuned-a"]
+    assert split["holdout"]["set_names"] == ["held-b", "held-c"]
+    held = split["holdout"]["totals"]
+    assert (held["findings"], held["correct"], held["wrong"], held["noise"]) == (3, 1, 1, 1)
+    assert (held["problems"], held["found"]) == (2, 1)
+    assert held["precision"] == round(1 / 3, 3) and held["recall"] == 0.5
+    assert split["tuned"]["totals"]["precision"] == 0.75
+    whole = summary(sets)["totals"]
+    assert (whole["findings"], whole["correct"], whole["problems"]) == (7, 4, 3)
+    text = tables({"sets": sets, **summary(sets), "parts": split, "refused_sets": {}})
+    assert "held-out sets" in text
+    assert "holdout sets 2, precision 33.3 %, recall 50.0 %" in text
+    assert "tuned sets 1, precision 75.0 %, recall 100.0 %" in text
+
+
+def test_holdout_is_a_boolean_in_labels(tmp_path):
+    folder = tmp_path / "s"
+    (folder / "files").mkdir(parents=True)
+    (folder / "files" / "x.yaml").write_text("stage: sft\n")
+    (folder / "source.yaml").write_text("repo: a/b\ncommit: c\npaths: [x.yaml]\nlicense: MIT\n"
+                                        "url: u\nkind: third_party\n")
+    (folder / "labels.yaml").write_text("framework: llamafactory\nhardware: unknown\n"
+                                        "holdout: 'yes'\nconfigs:\n- {file: x.yaml, kind: lf_train}\n")
+    assert validate(folder) == ["s: holdout is true or false"]

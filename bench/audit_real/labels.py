@@ -56,6 +56,8 @@ def validate(folder: Path) -> list[str]:
         return out + [f"{name}: labels.yaml is not a mapping"]
     if labels.get("framework") not in FRAMEWORKS:
         out.append(f"{name}: framework {labels.get('framework')!r} not in {FRAMEWORKS}")
+    if not isinstance(labels.get("holdout", False), bool):
+        out.append(f"{name}: holdout is true or false")
     if not isinstance(labels.get("hardware"), str):
         out.append(f"{name}: hardware is a --gpus spec or 'unknown'")
     configs = labels.get("configs") or []

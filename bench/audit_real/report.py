@@ -21,21 +21,38 @@ def _table(title: str, rows: dict, problems: bool = True) -> list[str]:
     return lines
 
 
-def tables(result: dict) -> str:
-    lines = _table("per framework", {**result["by_framework"], "all": result["totals"]})
+def _part(result: dict, title: str = "") -> list[str]:
+    """The tables of one summary (the whole corpus, or one part of it)."""
+    lines = _table(f"{title}per framework", {**result["by_framework"], "all": result["totals"]})
     kinds = {(k if k != "unknown_key" else "unknown_keys*"):
              {**v, "precision": v["correct"] / v["findings"] if v["findings"] else None}
              for k, v in result["by_kind"].items()}
-    lines += [""] + _table("per finding kind", kinds, problems=False)
+    lines += [""] + _table(f"{title}per finding kind", kinds, problems=False)
     lines.append("  * the one line of keys kbsolve does not model: counted only where wrong")
-    lines += ["", "labelled problems per kind", f"  {'':<17}{'problems':>9}{'found':>7}{'recall':>9}"]
+    lines += ["", f"{title}labelled problems per kind",
+              f"  {'':<17}{'problems':>9}{'found':>7}{'recall':>9}"]
     for kind, p in result["problems_by_kind"].items():
         lines.append(f"  {kind:<17}{p['problems']:>9}{p['found']:>7}"
                      f"{_pct(p['found'] / p['problems'] if p['problems'] else None):>9}")
+    return lines
+
+
+def _line(name: str, count: int, result: dict) -> str:
     t = result["totals"]
-    lines += ["", f"sets {len(result['sets'])}, precision {_pct(t['precision'])}, recall "
-                  f"{_pct(t['recall'])}, harmful {t['harmful']}, median findings per config "
-                  f"{result['median_findings_per_config']}, tracebacks {result['tracebacks']}"]
+    return (f"{name} {count}, precision {_pct(t['precision'])}, recall {_pct(t['recall'])}, "
+            f"harmful {t['harmful']}, median findings per config "
+            f"{result['median_findings_per_config']}, tracebacks {result['tracebacks']}")
+
+
+def tables(result: dict) -> str:
+    lines = _part(result)
+    lines += ["", _line("sets", len(result["sets"]), result)]
+    parts = result.get("parts") or {}
+    if (held := parts.get("holdout")) and held["set_names"]:
+        lines += ["", "=" * 20 + " held-out sets (labelled before the audit ran on them) "
+                  + "=" * 20] + _part(held, "held-out: ")
+        for name, part in parts.items():
+            lines.append(_line(f"{name} sets", len(part["set_names"]), part))
     if result.get("timing"):
         lines.append(f"a {result['timing']['configs']}-config project: "
                      f"{result['timing']['cpu_s']} s CPU")

@@ -60,6 +60,7 @@ def scored(state: dict) -> dict:
     result = score(findings, labels, state["audited"])
     return {key: state[key] for key in ("set", "source", "framework", "configs",
                                         "tracebacks")} | {"judged": _judged(labels),
+        "holdout": bool(labels.get("holdout")),
         "refused": state["refused"].replace(str(state["root"]), state["set"]),
         "findings": [vars(f) for f in findings],
         "problems": [{"file": label["file"], "kind": label["kind"],
@@ -131,21 +132,38 @@ def run_all(fix: bool = False, parsers: bool = False, only: list[str] | None = N
                   for folder in set_dirs(CORPUS) if not only or folder.name in only]
         kept = _parser_harms(states) if fix and parsers else None
         sets = [scored(state) for state in states]
+    return {"sets": sets, **summary(sets), "parts": parts(sets),
+            "refused_sets": {s["set"]: s["refused"] for s in sets if s["refused"]},
+            "timing": timing(api, kb) if not only else None, "fix": fix, "parsers": parsers,
+            "parser_kept": kept}
+
+
+def summary(sets: list[dict]) -> dict:
+    """The scores of some scored sets: totals, per framework, per finding kind, per
+    labelled problem kind, the median findings per config and the tracebacks."""
     findings = [Finding(**f) for s in sets for f in s["findings"]]
     problems = [({"kind": p["kind"]}, p["found"]) for s in sets for p in s["problems"]]
     per_config = [sum(1 for f in s["findings"] if f["file"] == file and
                       (f["kind"] in COUNTED or f["verdict"] == "wrong"))
                   for s in sets for file in s["judged"]]
-    return {"sets": sets, "totals": totals(findings, problems),
+    return {"totals": totals(findings, problems),
             "by_framework": _grouped(sets, lambda s: s["framework"]),
             "by_kind": _by_kind(findings, sets),
             "median_findings_per_config": round(statistics.median(per_config), 2)
             if per_config else None,
             "tracebacks": sum(len(s["tracebacks"]) for s in sets),
-            "refused_sets": {s["set"]: s["refused"] for s in sets if s["refused"]},
-            "problems_by_kind": _problems_by_kind(sets),
-            "timing": timing(api, kb) if not only else None, "fix": fix, "parsers": parsers,
-            "parser_kept": kept}
+            "problems_by_kind": _problems_by_kind(sets)}
+
+
+def parts(sets: list[dict]) -> dict:
+    """The corpus split in two: the sets the audit was tuned on, and the held-out sets
+    (labels.yaml `holdout: true`: collected and labelled before the audit ever ran on
+    them), each with its own summary and set names."""
+    out = {}
+    for name, chosen in (("tuned", [s for s in sets if not s.get("holdout")]),
+                         ("holdout", [s for s in sets if s.get("holdout")])):
+        out[name] = {"set_names": [s["set"] for s in chosen], **summary(chosen)}
+    return out
 
 
 def _problems_by_kind(sets: list[dict]) -> dict:
