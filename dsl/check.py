@@ -16,6 +16,7 @@ from kbsolve.catalog.vocab import BOOKKEEPING, Field, Vocabulary
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span,
                                   deep_recursion, did_you_mean)
 from kbsolve.dsl import ast, clauses, ir, kb
+from kbsolve.dsl.code_pattern import pattern_problem
 from kbsolve.dsl.resolve import BUILTINS, ERROR, Context, Resolver, Symbols
 from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
@@ -691,6 +692,12 @@ class _Checker:
             self.sink.error(f"check '{decl.name}' needs 'enabled' (when it counts as on)",
                             decl.name_span, code="missing-clause")
         advice = decl.clauses_of("advice")
+        needs_code = decl.clause("needs_code")
+        if needs_code is not None and pattern_problem(needs_code.args[0]):
+            self.sink.error(pattern_problem(needs_code.args[0]), needs_code.span,
+                            code="code-pattern",
+                            hint="the forms are in docs/audit.md section 6; without 'code:' the "
+                                 "text is prose that the audit asks about")
         return kb.Check(
             framework=entry.scope, id=decl.name, category=decl.target, title_en=decl.titles[0],
             title_zh=decl.titles[1], points=self._whole(decl, "points", required=True),
