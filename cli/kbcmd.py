@@ -26,6 +26,7 @@ def kb_group() -> None:
 def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
     """Parse and check the shipped KB plus rule packs; exit 2 on errors."""
     knowledge = api.load_kb(list(packs), use_cache=False)
+    api.check_side_files(knowledge)
     click.echo(render(api.kb_summary(knowledge), "text", kind="kb_summary"))
     if not deep:
         return EXIT_OK
