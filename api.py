@@ -57,6 +57,15 @@ def check_side_files(kb: KnowledgeBase) -> None:
         raise KbError(found, sources)
 
 
+def diagnostic_codes() -> list[dict]:
+    """Every diagnostic code (diagnostic_codes.py): name, severity, group, meaning,
+    example, raised_in; `kbsolve kb codes` prints them as docs/dsl.md's table."""
+    from dataclasses import asdict
+
+    from kbsolve.diagnostic_codes import CODES
+    return [asdict(code) for code in CODES]
+
+
 def kb_summary(kb: KnowledgeBase) -> dict[str, int]:
     catalog = kb.catalog
     return {

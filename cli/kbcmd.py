@@ -35,6 +35,14 @@ def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
     return EXIT_USAGE if report.errors else EXIT_OK
 
 
+@kb_group.command("codes")
+def codes_command() -> int:
+    """Every diagnostic code, its severity and meaning (a warning's code is what a pack
+    names to silence it), as the Markdown table of docs/dsl.md."""
+    click.echo(render(api.diagnostic_codes(), "markdown", kind="diagnostic_codes"), nl=False)
+    return EXIT_OK
+
+
 @kb_group.command("test")
 @kb_option
 @click.option("-k", "select", default=None, help="Only tests whose name contains this.")

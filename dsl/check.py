@@ -13,6 +13,7 @@ import networkx as nx
 
 from kbsolve.catalog.schema import fact_fields
 from kbsolve.catalog.vocab import BOOKKEEPING, Field, Vocabulary
+from kbsolve.diagnostic_codes import BY_NAME, WARNING, silenceable
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span,
                                   deep_recursion, did_you_mean)
 from kbsolve.dsl import ast, clauses, ir, kb
@@ -118,6 +119,7 @@ class _Checker:
             tests=self._keyed("test", self._test),
             modules=tuple(sorted(self.tables.modules)),
             vocabulary=self.vocab,
+            silences=tuple(self._silence(e) for e in self.tables.silences),
         )
         self._cross_checks(result)
         return result
@@ -560,6 +562,20 @@ class _Checker:
         accepted = entry.decl.clause("accepted")
         return kb.NoKey(entry.scope, entry.decl.name, self._meta(entry),
                         accepted.args[0] if accepted else "")
+
+    def _silence(self, entry: Entry) -> kb.Silence:
+        """A silenced code must be a warning's (diagnostic_codes.py); errors stay."""
+        code, span = entry.decl.name, entry.decl.name_span
+        known = BY_NAME.get(code)
+        if known is None:
+            self.sink.error(f"unknown diagnostic code '{code}'"
+                            f"{did_you_mean(code, silenceable())}", span, code="unknown-code",
+                            hint="`kbsolve kb codes` lists the codes; a warning's code is "
+                                 "the one to silence")
+        elif known.severity != WARNING:
+            self.sink.error(f"'{code}' is an error; only warnings can be silenced", span,
+                            code="not-silenceable", hint=f"fix what it reports: {known.meaning}")
+        return kb.Silence(code, self._meta(entry))
 
     def _rule(self, entry: Entry) -> kb.Rule:
         expr = self._cond(entry, entry.decl.expr, f"rule {entry.decl.name}")
