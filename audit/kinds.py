@@ -113,8 +113,13 @@ def kind_data(kb, framework: str) -> KindData:
     return cache[framework]
 
 
+_KIND = ("name", "all", "any", "none", "audit", "keys", "because", "source")
+SECTIONS = {"kinds": _KIND, "lookalikes": _KIND,  # file_kinds.yaml: the fields of entries
+            "launches": ("name", "any", "all", "config_flag", "audit", "because", "source")}
+
+
 def _load(kb, framework: str) -> KindData:
-    found = side_yaml(kb, framework, KINDS_FILE, ("kinds", "lookalikes", "launches"))
+    found = side_yaml(kb, framework, KINDS_FILE, SECTIONS)
     if found is None:
         return KindData()
     _, data, fail = found

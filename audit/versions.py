@@ -58,7 +58,8 @@ def version_files(kb, framework: str) -> list[tuple[str, re.Pattern]]:
 
 
 def _load(kb, framework: str) -> list[tuple[str, re.Pattern]]:
-    found = side_yaml(kb, framework, VERSIONS_FILE, ("files",))
+    found = side_yaml(kb, framework, VERSIONS_FILE,
+                      {"files": ("path", "pattern", "because", "source")})
     if found is None:
         return []
     _, data, fail = found

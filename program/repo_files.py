@@ -140,12 +140,14 @@ def audit_data(kb: KnowledgeBase, framework: str) -> AuditData:
 
 
 def side_yaml(kb: KnowledgeBase, framework: str, file_name: str,
-              sections: tuple[str, ...] | None = None):
+              sections: dict[str, tuple[str, ...]] | None = None):
     """A framework's side YAML file (beside its framework.kb: audit.yaml, file_kinds.yaml,
     versions.yaml, accepted_keys.yaml), loaded with positions: (path, data, fail), or None
     when the framework has none. fail(message, at) is a KbError (code side-file) at the
-    entry's line; the file must name its framework, and with `sections` every top-level
-    key must be one of them (a misspelt section is an error, never data left unread)."""
+    entry's line; the file must name its framework. With `sections` (section -> the
+    fields of its entries, or of the section itself when it is a mapping) every top-level
+    key must be a section and every field one of its section's: a misspelt name is an
+    error with did-you-mean, never data left unread."""
     declared = Path(kb.frameworks[framework].meta.span.file)
     candidates = [declared] if declared.is_absolute() else \
         [Path(__file__).resolve().parents[1] / declared, declared]
@@ -169,12 +171,26 @@ def side_yaml(kb: KnowledgeBase, framework: str, file_name: str,
     for key in data if sections is not None else ():
         if key != "framework" and key not in sections:
             raise fail(f"unknown section '{key}'{did_you_mean(str(key), sections)}", (key,))
+        value = data[key]
+        entries = [((key,), value)] if isinstance(value, dict) else \
+            [((key, i), e) for i, e in enumerate(value)] if isinstance(value, list) else []
+        for at, entry in entries:
+            for name in entry if isinstance(entry, dict) and key != "framework" else ():
+                if name not in sections[key]:
+                    raise fail(f"{key}: unknown field '{name}'"
+                               f"{did_you_mean(str(name), sections[key])}", at + (name,))
     return path, data, fail
 
 
-SECTIONS = ("repository_files", "keys", "shape", "fix_scope", "advice_rules",
-            "logged_warnings", "estimate_caveats", "environment_tips", "required_keys",
-            "launcher_needs", "recipe_limits", "advice_threshold")
+_WHY = ("because", "source")
+SECTIONS = {  # audit.yaml: section -> the fields of its entries
+    "repository_files": ("path", "options", "settings") + _WHY,
+    "keys": ("key", "options") + _WHY, "shape": ("fact", "option") + _WHY,
+    "fix_scope": ("requires", "refuses") + _WHY, "advice_rules": ("rule",) + _WHY,
+    "logged_warnings": ("warning",) + _WHY, "estimate_caveats": ("warning",) + _WHY,
+    "environment_tips": ("warning",) + _WHY, "required_keys": ("key", "requires") + _WHY,
+    "launcher_needs": ("launcher", "key") + _WHY, "recipe_limits": ("option", "above") + _WHY,
+    "advice_threshold": ("memory_gib", "speed_pct") + _WHY}
 
 
 def _load(kb: KnowledgeBase, framework: str) -> AuditData:
