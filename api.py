@@ -35,6 +35,37 @@ def load_kb(paths: list[str] | None = None, *, use_cache: bool = True) -> Knowle
     return load(paths, use_cache=use_cache)
 
 
+def check_side_files(kb: KnowledgeBase) -> None:
+    """`kb check` reads every framework's side YAML files (audit.yaml, file_kinds.yaml,
+    versions.yaml, accepted_keys.yaml) as the audit and --set will, so that a broken
+    entry is reported now, at its file:line:col; raises KbError with one error per
+    broken file."""
+    from kbsolve.audit.accepted_keys import accepted_keys
+    from kbsolve.audit.kinds import kind_data
+    from kbsolve.audit.versions import version_files
+    from kbsolve.diagnostics import SourceCache
+    from kbsolve.program.repo_files import audit_data
+    found, sources = [], SourceCache()
+    for framework in sorted(kb.frameworks):
+        for read in (audit_data, kind_data, version_files, accepted_keys):
+            try:
+                read(kb, framework)
+            except KbError as error:
+                found += error.diagnostics
+                sources.merge(error.sources)
+    if found:
+        raise KbError(found, sources)
+
+
+def diagnostic_codes() -> list[dict]:
+    """Every diagnostic code (diagnostic_codes.py): name, severity, group, meaning,
+    example, raised_in; `kbsolve kb codes` prints them as docs/dsl.md's table."""
+    from dataclasses import asdict
+
+    from kbsolve.diagnostic_codes import CODES
+    return [asdict(code) for code in CODES]
+
+
 def kb_summary(kb: KnowledgeBase) -> dict[str, int]:
     catalog = kb.catalog
     return {

@@ -75,6 +75,11 @@ class SourceCache:
     def add(self, file: str, text: str) -> None:
         self._texts[file] = text.splitlines()
 
+    def merge(self, other: "SourceCache | None") -> None:
+        """Add another cache's texts (errors of several files reported at once)."""
+        if other is not None:
+            self._texts.update(other._texts)
+
     def line(self, file: str, line: int) -> str | None:
         lines = self._texts.get(file)
         if lines is None or not 1 <= line <= len(lines):

@@ -87,7 +87,8 @@ def _load(kb, framework: str) -> dict[str, Accepted]:
                        "because and source", ("values", i))
         for name in entry.get("read_as") or {}:
             if f"{framework}.{name}" not in kb.options:
-                raise fail(f"values: read_as names no option '{name}'", ("values", i))
+                raise fail(f"values: read_as names no option '{name}'",
+                           ("values", i, "read_as", name))
         effects.append(ValueEffect(str(entry["key"]), tuple(entry["values"]), entry["effect"],
                                    dict(entry.get("read_as") or {}), str(entry["because"]),
                                    str(entry["source"])))

@@ -1,7 +1,7 @@
 """Code-pattern checks, matched on the Python AST.
 
 A check whose `needs_code` starts with `code:` is judged on a script's code.
-Three forms (docs/audit.md):
+Three forms (docs/audit.md; read and checked by dsl/code_pattern.py):
 
   code: when A, B [require C | D]   a fault when every A, B is used and no C, D is
   code: rank-branch A | B            a fault when A or B is used under `if ...rank...`
@@ -18,17 +18,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from kbsolve.dsl.code_pattern import PREFIX, Pattern, parse_pattern  # noqa: F401 (re-exported)
 from kbsolve.dsl.kb import KnowledgeBase
-
-PREFIX = "code:"
-
-
-@dataclass(frozen=True)
-class Pattern:
-    form: str  # when | rank-branch | name-of
-    names: tuple[str, ...]
-    required: tuple[str, ...] = ()
-    groups: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass
@@ -36,28 +27,6 @@ class Verdict:
     applies: bool
     fault: bool
     evidence: list[str] = field(default_factory=list)
-
-
-def parse_pattern(text: str) -> Pattern | None:
-    text = text.strip()
-    if not text.startswith(PREFIX):
-        return None
-    body = text[len(PREFIX):].strip()
-    form, _, rest = body.partition(" ")
-    if form == "when":
-        used, _, required = rest.partition(" require ")
-        return Pattern("when", _names(used, ","), _names(required, "|"))
-    if form == "rank-branch":
-        return Pattern("rank-branch", _names(rest, "|"))
-    if form == "name-of":
-        call, _, words = rest.partition(" has ")
-        groups = tuple(_names(g, "|") for g in words.split(","))
-        return Pattern("name-of", (call.strip(),), groups=tuple(g for g in groups if g))
-    return None
-
-
-def _names(text: str, sep: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(sep) if n.strip())
 
 
 def has_code_checks(kb: KnowledgeBase, framework: str) -> bool:

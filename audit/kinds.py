@@ -113,8 +113,13 @@ def kind_data(kb, framework: str) -> KindData:
     return cache[framework]
 
 
+_KIND = ("name", "all", "any", "none", "audit", "keys", "because", "source")
+SECTIONS = {"kinds": _KIND, "lookalikes": _KIND,  # file_kinds.yaml: the fields of entries
+            "launches": ("name", "any", "all", "config_flag", "audit", "because", "source")}
+
+
 def _load(kb, framework: str) -> KindData:
-    found = side_yaml(kb, framework, KINDS_FILE)
+    found = side_yaml(kb, framework, KINDS_FILE, SECTIONS)
     if found is None:
         return KindData()
     _, data, fail = found
@@ -131,7 +136,7 @@ def _load(kb, framework: str) -> KindData:
             for part in ("all", "any", "none"):
                 raw = entry.get(part) or []
                 if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
-                    raise fail(f"{part}: a list of KEY or KEY=VALUE", at)
+                    raise fail(f"{part}: a list of KEY or KEY=VALUE", at + (part,))
                 lists[part] = tuple(raw)
             if not any(lists.values()):
                 raise fail("a kind needs a signature (all, any or none)", at)

@@ -24,7 +24,7 @@ class ProjectVersion:
 def project_version(kb, framework: str, texts) -> ProjectVersion | None:
     """`texts`: detect.ProjectText of the project."""
     for entry in texts.tree.files:
-        for path, pattern in _version_files(kb, framework):
+        for path, pattern in version_files(kb, framework):
             if entry.rel == path or entry.rel.endswith("/" + path):
                 match = pattern.search(texts.text(entry.rel) or "")
                 if match:
@@ -49,7 +49,8 @@ def project_version(kb, framework: str, texts) -> ProjectVersion | None:
     return loose
 
 
-def _version_files(kb, framework: str) -> list[tuple[str, re.Pattern]]:
+def version_files(kb, framework: str) -> list[tuple[str, re.Pattern]]:
+    """The files that pin the framework's version and how to read it (versions.yaml)."""
     cache = kb.__dict__.setdefault("_version_files", {})
     if framework not in cache:
         cache[framework] = _load(kb, framework)
@@ -57,7 +58,8 @@ def _version_files(kb, framework: str) -> list[tuple[str, re.Pattern]]:
 
 
 def _load(kb, framework: str) -> list[tuple[str, re.Pattern]]:
-    found = side_yaml(kb, framework, VERSIONS_FILE)
+    found = side_yaml(kb, framework, VERSIONS_FILE,
+                      {"files": ("path", "pattern", "because", "source")})
     if found is None:
         return []
     _, data, fail = found
@@ -70,9 +72,9 @@ def _load(kb, framework: str) -> list[tuple[str, re.Pattern]]:
         try:
             pattern = re.compile(str(entry["pattern"]))
         except re.error as error:
-            raise fail(f"pattern: {error}", at) from None
+            raise fail(f"pattern: {error}", at + ("pattern",)) from None
         if "version" not in pattern.groupindex:
-            raise fail("pattern: needs a (?P<version>...) group", at)
+            raise fail("pattern: needs a (?P<version>...) group", at + ("pattern",))
         found.append((str(entry["path"]).strip("/"), pattern))
     return found
 

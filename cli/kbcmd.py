@@ -26,12 +26,21 @@ def kb_group() -> None:
 def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
     """Parse and check the shipped KB plus rule packs; exit 2 on errors."""
     knowledge = api.load_kb(list(packs), use_cache=False)
+    api.check_side_files(knowledge)
     click.echo(render(api.kb_summary(knowledge), "text", kind="kb_summary"))
     if not deep:
         return EXIT_OK
     report = api.deep_check(list(packs), knowledge)
     click.echo(render(report, "text", kind="deep_check", verbose=verbose))
     return EXIT_USAGE if report.errors else EXIT_OK
+
+
+@kb_group.command("codes")
+def codes_command() -> int:
+    """Every diagnostic code, its severity and meaning (a warning's code is what a pack
+    names to silence it), as the Markdown table of docs/dsl.md."""
+    click.echo(render(api.diagnostic_codes(), "markdown", kind="diagnostic_codes"), nl=False)
+    return EXIT_OK
 
 
 @kb_group.command("test")

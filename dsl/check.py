@@ -13,9 +13,11 @@ import networkx as nx
 
 from kbsolve.catalog.schema import fact_fields
 from kbsolve.catalog.vocab import BOOKKEEPING, Field, Vocabulary
+from kbsolve.diagnostic_codes import BY_NAME, WARNING, silenceable
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span,
                                   deep_recursion, did_you_mean)
 from kbsolve.dsl import ast, clauses, ir, kb
+from kbsolve.dsl.code_pattern import pattern_problem
 from kbsolve.dsl.resolve import BUILTINS, ERROR, Context, Resolver, Symbols
 from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
@@ -117,6 +119,7 @@ class _Checker:
             tests=self._keyed("test", self._test),
             modules=tuple(sorted(self.tables.modules)),
             vocabulary=self.vocab,
+            silences=tuple(self._silence(e) for e in self.tables.silences),
         )
         self._cross_checks(result)
         return result
@@ -560,6 +563,20 @@ class _Checker:
         return kb.NoKey(entry.scope, entry.decl.name, self._meta(entry),
                         accepted.args[0] if accepted else "")
 
+    def _silence(self, entry: Entry) -> kb.Silence:
+        """A silenced code must be a warning's (diagnostic_codes.py); errors stay."""
+        code, span = entry.decl.name, entry.decl.name_span
+        known = BY_NAME.get(code)
+        if known is None:
+            self.sink.error(f"unknown diagnostic code '{code}'"
+                            f"{did_you_mean(code, silenceable())}", span, code="unknown-code",
+                            hint="`kbsolve kb codes` lists the codes; a warning's code is "
+                                 "the one to silence")
+        elif known.severity != WARNING:
+            self.sink.error(f"'{code}' is an error; only warnings can be silenced", span,
+                            code="not-silenceable", hint=f"fix what it reports: {known.meaning}")
+        return kb.Silence(code, self._meta(entry))
+
     def _rule(self, entry: Entry) -> kb.Rule:
         expr = self._cond(entry, entry.decl.expr, f"rule {entry.decl.name}")
         return kb.Rule(entry.scope, entry.decl.name, entry.decl.rule_kind, expr,
@@ -691,6 +708,12 @@ class _Checker:
             self.sink.error(f"check '{decl.name}' needs 'enabled' (when it counts as on)",
                             decl.name_span, code="missing-clause")
         advice = decl.clauses_of("advice")
+        needs_code = decl.clause("needs_code")
+        if needs_code is not None and pattern_problem(needs_code.args[0]):
+            self.sink.error(pattern_problem(needs_code.args[0]), needs_code.span,
+                            code="code-pattern",
+                            hint="the forms are in docs/audit.md section 6; without 'code:' the "
+                                 "text is prose that the audit asks about")
         return kb.Check(
             framework=entry.scope, id=decl.name, category=decl.target, title_en=decl.titles[0],
             title_zh=decl.titles[1], points=self._whole(decl, "points", required=True),

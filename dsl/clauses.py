@@ -41,11 +41,13 @@ ALLOWED: dict[str, set[str]] = {
     "detect": _META | {"d_import", "d_cli", "d_yaml_key", "d_path", "d_dependency",
                        "d_remote"},
     "test": {"doc", "t_given", "t_pin", "t_expect"},
+    "silence": _META,
 }
 
 # Declarations that always need a because and a source (the vocabulary too: it
 # is knowledge like any other, and a pack's new GPU vendor must say why).
-NEEDS_REASON = {"rule", "warn", "optin", "prefer", "memory", "speed", "work", "field", "enum", "extend"}
+NEEDS_REASON = {"rule", "warn", "optin", "prefer", "memory", "speed", "work", "field", "enum",
+                "extend", "silence"}
 NEEDS_SOURCE = NEEDS_REASON | {"category", "check", "framework"}
 
 # Generic kinds; every framework declared in the KB is a kind too (its repository).

@@ -159,6 +159,14 @@ class NoKey:
 
 
 @dataclass(frozen=True)
+class Silence:
+    """`silence "CODE"`: the pack that declares it hides that warning of `kb check
+    --deep` in its own files (meta.span.file is in the pack)."""
+    code: str
+    meta: Meta
+
+
+@dataclass(frozen=True)
 class Fact:
     path: str
     type: Type
@@ -360,6 +368,7 @@ class KnowledgeBase:
     catalog: Any = None
     modules: tuple[str, ...] = field(default=())
     vocabulary: Any = None  # catalog.vocab.Vocabulary: what catalog entries and queries hold
+    silences: tuple[Silence, ...] = ()  # warnings a pack silences, by code
 
     def __getstate__(self) -> dict:
         """Pickled without the evaluator's caches (program/evaluate.py)."""

@@ -168,6 +168,19 @@ def _display(path: Path) -> str:
     return str(path)
 
 
+def pack_of(file: str, roots: list[Path]) -> Path | None:
+    """The pack (one of `roots`) that holds a rule file named as spans name it, or None:
+    the root whose shown name is the longest prefix of the file's."""
+    shown, best = Path(file), None
+    for root in roots:
+        prefix = Path(_display(root))
+        inside = shown == prefix or prefix in shown.parents or \
+            (prefix == Path(".") and not shown.is_absolute())
+        if inside and (best is None or len(prefix.parts) > len(best[0].parts)):
+            best = (prefix, root)
+    return best[1] if best else None
+
+
 def _read(path: Path, sink: DiagnosticSink) -> str | None:
     name = _display(path)
     try:
@@ -206,6 +219,8 @@ def _code_digest() -> str:
     for folder in ("dsl", "catalog"):
         for path in sorted((package / folder).glob("*.py")):
             h.update(path.name.encode() + b"\0" + path.read_bytes())
+    registry = package / "diagnostic_codes.py"  # which codes a `silence` may name
+    h.update(registry.name.encode() + b"\0" + registry.read_bytes())
     return h.hexdigest()
 
 

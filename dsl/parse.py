@@ -409,6 +409,11 @@ class _Builder(Transformer):
         tok = c[0]
         return self._decl(meta, "nokey", _Name(_unquote(tok), _tok_span(self.file, tok)), c[1])
 
+    def silence_decl(self, meta, c):
+        tok = c[0]
+        return self._decl(meta, "silence", _Name(_unquote(tok), _tok_span(self.file, tok)),
+                          c[1])
+
     def fact_decl(self, meta, c):
         tok, type_, body = c
         prefix, _, field_ = str(tok).partition(".")

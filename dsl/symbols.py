@@ -39,6 +39,7 @@ class Tables:
     facts: dict[str, Entry] = field(default_factory=dict)
     scoped: dict[tuple[str, str], dict[str, Entry]] = field(default_factory=dict)
     imports: dict[str, set[str]] = field(default_factory=dict)
+    silences: list[Entry] = field(default_factory=list)  # by code, per pack: never unique
 
     def table(self, namespace: str, scope: str) -> dict[str, Entry]:
         return self.scoped.setdefault((namespace, scope), {})
@@ -92,6 +93,9 @@ def _add(tables: Tables, entry: Entry, sink: DiagnosticSink) -> None:
         return
     if decl.kind == "fact":
         _unique(tables.facts, decl.name, entry, sink, "fact")
+        return
+    if decl.kind == "silence":
+        tables.silences.append(entry)
         return
     if decl.kind in VOCABULARY:
         return  # fields, enums and their extensions: dsl/vocab.py builds and checks them

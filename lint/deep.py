@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kbsolve.diagnostics import Diagnostic, Note
 from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.dsl.load import pack_of
 from kbsolve.program.batch import batch_options
 from kbsolve.lint import sources, static
 from kbsolve.lint.solverchecks import Finding, check_framework
@@ -20,6 +21,7 @@ class DeepReport:
     situations: dict[str, int] = field(default_factory=dict)
     forbidden_values: int = 0
     seconds: float = 0.0
+    silenced: int = 0  # warnings a pack's `silence` declaration hid
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -65,10 +67,23 @@ def deep_check(kb: KnowledgeBase, roots: list[Path]) -> DeepReport:
     report.diagnostics += broken
     if skipped:
         report.notes.append(skipped)
+    report.diagnostics, report.silenced = silence(kb, roots, report.diagnostics)
     report.diagnostics.sort(key=lambda d: (d.span.file if d.span else "",
                                            d.span.line if d.span else 0))
     report.seconds = time.monotonic() - start
     return report
+
+
+def silence(kb: KnowledgeBase, roots: list[Path],
+            found: list[Diagnostic]) -> tuple[list[Diagnostic], int]:
+    """The diagnostics less the warnings that the pack holding them silences by code
+    (`silence "CODE"`); a pack silences its own files' warnings only, never an error."""
+    silenced = {(pack_of(s.meta.span.file, roots), s.code) for s in kb.silences}
+    if not silenced:
+        return found, 0
+    kept = [d for d in found if d.severity != "warning" or d.span is None or
+            (pack_of(d.span.file, roots), d.code) not in silenced]
+    return kept, len(found) - len(kept)
 
 
 def _diagnostic(kb: KnowledgeBase, framework: str, finding: Finding) -> Diagnostic:

@@ -151,7 +151,7 @@ def silent_options(kb: KnowledgeBase) -> list[Diagnostic]:
 
 def unsourced_options(kb: KnowledgeBase) -> list[Diagnostic]:
     return [Diagnostic(f"option '{o.name}' of {o.framework} has no source", o.meta.span,
-                       severity="warning", code="no-source",
+                       severity="warning", code="option-no-source",
                        hint='add: source "reference:..." (the fact sheet section)')
             for _, o in sorted(kb.options.items()) if not o.meta.source]
 

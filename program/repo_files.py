@@ -13,7 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from kbsolve.diagnostics import Diagnostic, KbError, Span
+from kbsolve.diagnostics import Diagnostic, KbError, SourceCache, Span, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase, Option
 
 _TRUE = ("true", "1", "yes", "on")
@@ -139,11 +139,15 @@ def audit_data(kb: KnowledgeBase, framework: str) -> AuditData:
     return cache[framework]
 
 
-def side_yaml(kb: KnowledgeBase, framework: str, file_name: str):
+def side_yaml(kb: KnowledgeBase, framework: str, file_name: str,
+              sections: dict[str, tuple[str, ...]] | None = None):
     """A framework's side YAML file (beside its framework.kb: audit.yaml, file_kinds.yaml,
     versions.yaml, accepted_keys.yaml), loaded with positions: (path, data, fail), or None
-    when the framework has none. fail(message, at) is a KbError at the entry's line;
-    the file must name its framework."""
+    when the framework has none. fail(message, at) is a KbError (code side-file) at the
+    entry's line; the file must name its framework. With `sections` (section -> the
+    fields of its entries, or of the section itself when it is a mapping) every top-level
+    key must be a section and every field one of its section's: a misspelt name is an
+    error with did-you-mean, never data left unread."""
     declared = Path(kb.frameworks[framework].meta.span.file)
     candidates = [declared] if declared.is_absolute() else \
         [Path(__file__).resolve().parents[1] / declared, declared]
@@ -152,19 +156,45 @@ def side_yaml(kb: KnowledgeBase, framework: str, file_name: str):
     if path is None:
         return None
     from kbsolve.catalog.yamlpos import load_yaml, read_text
-    data, positions = load_yaml(read_text(path), file=str(path))
+    sources = SourceCache()
+    data, positions = load_yaml(read_text(path), file=str(path), sources=sources)
 
     def fail(message: str, at: tuple = ()) -> KbError:
+        while at and at not in positions:  # the nearest entry that has a place
+            at = at[:-1]
         return KbError(Diagnostic(f"{message} ({file_name} of {framework})",
-                                  positions.get(at, Span(str(path)))))
+                                  positions.get(at, Span(str(path))), code="side-file"),
+                       sources)
 
     if not isinstance(data, dict) or data.get("framework") != framework:
         raise fail(f"framework: must be {framework}")
+    for key in data if sections is not None else ():
+        if key != "framework" and key not in sections:
+            raise fail(f"unknown section '{key}'{did_you_mean(str(key), sections)}", (key,))
+        value = data[key]
+        entries = [((key,), value)] if isinstance(value, dict) else \
+            [((key, i), e) for i, e in enumerate(value)] if isinstance(value, list) else []
+        for at, entry in entries:
+            for name in entry if isinstance(entry, dict) and key != "framework" else ():
+                if name not in sections[key]:
+                    raise fail(f"{key}: unknown field '{name}'"
+                               f"{did_you_mean(str(name), sections[key])}", at + (name,))
     return path, data, fail
 
 
+_WHY = ("because", "source")
+SECTIONS = {  # audit.yaml: section -> the fields of its entries
+    "repository_files": ("path", "options", "settings") + _WHY,
+    "keys": ("key", "options") + _WHY, "shape": ("fact", "option") + _WHY,
+    "fix_scope": ("requires", "refuses") + _WHY, "advice_rules": ("rule",) + _WHY,
+    "logged_warnings": ("warning",) + _WHY, "estimate_caveats": ("warning",) + _WHY,
+    "environment_tips": ("warning",) + _WHY, "required_keys": ("key", "requires") + _WHY,
+    "launcher_needs": ("launcher", "key") + _WHY, "recipe_limits": ("option", "above") + _WHY,
+    "advice_threshold": ("memory_gib", "speed_pct") + _WHY}
+
+
 def _load(kb: KnowledgeBase, framework: str) -> AuditData:
-    found = side_yaml(kb, framework, FILE_NAME)
+    found = side_yaml(kb, framework, FILE_NAME, SECTIONS)
     if found is None:
         return AuditData()
     path, data, fail = found
@@ -173,9 +203,12 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         at = ("repository_files", i)
         _need(entry, ("path", "options", "because", "source"), fail, at)
         options = {}
-        for name, value in (entry["options"] or {}).items():
-            options[_option(kb, framework, name, fail, at)] = _value(kb, framework, name,
-                                                                     value, fail, at)
+        if not isinstance(entry["options"], dict):
+            raise fail("options: a mapping of option names to values", at + ("options",))
+        for name, value in entry["options"].items():
+            here = at + ("options", name)
+            key = _option(kb, framework, name, fail, here)  # before its value is read
+            options[key] = _value(kb, framework, name, value, fail, here)
         out.repository_files.append(RepoFile(str(entry["path"]).strip("/"), options,
                                              dict(entry.get("settings") or {}),
                                              str(entry["because"]), str(entry["source"])))
@@ -183,12 +216,14 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         at = ("keys", i)
         _need(entry, ("key", "options", "because", "source"), fail, at)
         out.keys.append(MultiKey(str(entry["key"]), tuple(
-            _option(kb, framework, n, fail, at) for n in entry["options"]),
+            _option(kb, framework, n, fail, at + ("options", i))
+            for i, n in enumerate(entry["options"])),
             str(entry["because"]), str(entry["source"])))
     for i, entry in enumerate(data.get("shape") or []):
         at = ("shape", i)
         _need(entry, ("fact", "option", "because", "source"), fail, at)
-        out.shape[str(entry["fact"])] = _option(kb, framework, entry["option"], fail, at)
+        out.shape[str(entry["fact"])] = _option(kb, framework, entry["option"], fail,
+                                                at + ("option",))
     for i, entry in enumerate(data.get("fix_scope") or []):
         at = ("fix_scope", i)
         _need(entry, ("because", "source"), fail, at)
@@ -222,13 +257,14 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
         _need(entry, ("option", "above", "because", "source"), fail, at)
-        key = _option(kb, framework, entry["option"], fail, at)
+        key = _option(kb, framework, entry["option"], fail, at + ("option",))
         if kb.options[key].source_expr is None:
-            raise fail(f"{entry['option']} has no `from` (the example's value) to compare with", at)
+            raise fail(f"{entry['option']} has no `from` (the example's value) to compare with",
+                       at + ("option",))
         try:
             above = Fraction(str(entry["above"]))
         except (ValueError, ZeroDivisionError):
-            raise fail("above: a number", at) from None
+            raise fail("above: a number", at + ("above",)) from None
         out.recipe_limits.append(RecipeLimit(key, above, str(entry["because"]),
                                              str(entry["source"])))
     entry = data.get("advice_threshold")
@@ -240,7 +276,8 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         except (KeyError, ValueError, ZeroDivisionError):
             raise fail("advice_threshold needs memory_gib and speed_pct, numbers", at) from None
         if memory < 0 or speed < 0:
-            raise fail("advice_threshold: memory_gib and speed_pct are at least 0", at)
+            raise fail("advice_threshold: memory_gib and speed_pct are at least 0",
+                       at + ("memory_gib" if memory < 0 else "speed_pct",))
         out.threshold = Threshold(memory, speed, str(entry["because"]), str(entry["source"]))
     return out
 
@@ -256,7 +293,6 @@ def _need(entry, fields: tuple[str, ...], fail, at: tuple) -> None:
 def _option(kb: KnowledgeBase, framework: str, name, fail, at: tuple) -> str:
     key = f"{framework}.{name}"
     if key not in kb.options:
-        from kbsolve.diagnostics import did_you_mean
         raise fail(f"'{name}' is not an option of {framework}"
                    f"{did_you_mean(str(name), [o.name for o in kb.options_of(framework)])}", at)
     return key
@@ -290,6 +326,13 @@ def _named(data: dict, section: str, field_name: str, also: set, framework: str,
         name = str(entry[field_name])
         if f"{framework}.{name}" not in declared and name not in also:
             not_ = what if what.startswith("neither") else f"not {what}"
-            raise fail(f"'{name}' is {not_} of {framework}", at)
+            raise fail(f"'{name}' is {not_} of {framework}"
+                       f"{did_you_mean(name, _names_of(declared, framework) | also)}",
+                       at + (field_name,))
         found[name] = str(entry["because"])
     return found
+
+
+def _names_of(declared, framework: str) -> set[str]:
+    prefix = framework + "."
+    return {key[len(prefix):] for key in declared if key.startswith(prefix)}

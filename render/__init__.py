@@ -60,6 +60,7 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     ("kb_tests", "text"): _lazy("kb_test", "results"),
     ("coverage", "text"): _lazy("kb_test", "coverage"),
     ("kb_fmt", "text"): _lazy("kb_fmt", "changed"),  # check_only=bool
+    ("diagnostic_codes", "markdown"): _lazy("kb_codes", "markdown"),  # docs/dsl.md §9
     # coding agents (kbsolve skill, kbsolve mcp --tools)
     ("skill", "markdown"): _lazy("skill_markdown", "markdown"),
     ("mcp_tools", "markdown"): _lazy("mcp_tools", "markdown"),

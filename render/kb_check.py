@@ -23,5 +23,10 @@ def deep(report: DeepReport, verbose: bool = False) -> str:
     lines.append(f"kb check --deep: {errors} error(s), {total - errors} warning(s) in "
                  f"{report.seconds:.1f} s; distinct GPU x model x query situations: {shapes}; "
                  f"{report.forbidden_values} value(s) forbidden outright by a rule; "
+                 f"{_silenced(report.silenced)}"
                  f"{len(report.notes)} note(s){'' if verbose else ' (-v lists them)'}")
     return "\n".join(lines)
+
+
+def _silenced(count: int) -> str:
+    return f"{count} warning(s) silenced by a pack; " if count else ""
