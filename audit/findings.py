@@ -9,7 +9,7 @@ from kbsolve.audit.versions import excludes
 from kbsolve.diagnostics import did_you_mean
 from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
 from kbsolve.audit.model import Finding
-from kbsolve.dsl.ir import facts_used, options_used
+from kbsolve.dsl.ir import Op, OptionRef, facts_used, options_used
 from kbsolve.dsl.kb import KnowledgeBase
 
 
@@ -156,7 +156,7 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
             active = ctx.holds(option.when)
         except Undecided:
             continue
-        if not active:
+        if not active and not _switched_off(ctx, option.when):
             yaml_key = reading.where[key][1]
             found.append(Finding(kind="no_op", id=yaml_key, location=reading.span(files, key),
                                  message_zh=f"{yaml_key}: {_shown(value)} 在此配置中不生效"
@@ -184,6 +184,21 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
                              because=warning.meta.because,
                              source=warning.meta.source))
     return found
+
+
+def _switched_off(ctx: Context, when) -> bool:
+    """The option belongs to a feature whose own enable switch (a bool option that is a
+    conjunct of its `when`) is off here: a template's sub-option kept for when the
+    feature is turned on, not a silent failure, and no fix removes it (issue 22 §7)."""
+    stack, conjuncts = [when], []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Op) and node.op == "and":
+            stack.extend(node.args)
+        else:
+            conjuncts.append(node)
+    return any(isinstance(c, OptionRef) and c.type.kind == "bool" and
+               ctx.assignment.get(c.option) is False for c in conjuncts)
 
 
 def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFile]

@@ -184,6 +184,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
         out.silent, noted = notes_apart(kb, unit.framework, out.silent, section)
         if noted:  # about the estimate or the environment, not the config: one line
             out.notes.append(f"{heading}: " + "; ".join(f"{f.id} ({f.message})" for f in noted))
+    out.silent, tips = notes_apart(kb, unit.framework, out.silent, "advice_tips")
+    out.tips = [f"{f.id} ({f.message})" for f in tips]  # advice, no gain estimated: the tips line
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
     fixes = repair(ctx, broken, estimator)
