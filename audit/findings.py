@@ -124,6 +124,18 @@ def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
         if table.accepts(key):
             kept.append(key)
             continue
+        if table.near:  # a fork may add fields: only a near miss is a finding
+            meant = table.near_miss(key)
+            if meant is None:
+                kept.append(key)
+                continue
+            findings.append(Finding(
+                kind="dropped", id=key, location=str(main.spans.get(key) or main.rel),
+                message=f"'{key}' is no field of its section; did you mean '{meant}'? "
+                        f"({table.because})",
+                message_zh=f"'{key}' 不是该节的字段；是否想写 '{meant}'？",
+                because=table.because, source=f"{table.source}; {table.near['source']}"))
+            continue
         known = table.keys | {k.split(".", 1)[0] for k in main_keys}
         hint = did_you_mean(key.replace(" ", "_").lower(), known)
         findings.append(Finding(
