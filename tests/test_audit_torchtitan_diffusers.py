@@ -100,3 +100,27 @@ def test_flux_lora_oom_cure_is_gradient_checkpointing_not_the_batch(kb, tmp_path
     changed = {c.key: c.new for c in unit.changes}
     assert changed.get("gradient_checkpointing") is True
     assert "train_batch_size" not in changed and "gradient_accumulation_steps" not in changed
+
+
+def test_flux_full_finetune_is_audited_and_its_states_do_not_fit_80_gb(kb, tmp_path):
+    """train_dreambooth_flux.py trains all 11.9B weights in fp32 with Prodigy's four fp32
+    states (diffusers#10196): weights, gradients and states alone are 24 bytes a weight."""
+    (tmp_path / "train.sh").write_text(DREAMBOOTH.replace(
+        "train_dreambooth_lora_flux.py", "train_dreambooth_flux.py").replace(
+        "--resolution=512", "--resolution=1024").replace("--train_batch_size=2",
+                                                         "--train_batch_size=1"))
+    report = api.audit(str(tmp_path), "1xA100-80G-SXM", kb=kb, model="flux1-dev")[0]
+    [unit] = report.units
+    terms = {t.term: t.gib for t in unit.fit.breakdown}
+    assert unit.fit.status == "oom"
+    assert terms["transformer_weights"] == pytest.approx(terms["full_gradients"])
+    assert terms["full_optimizer_states"] == pytest.approx(4 * terms["transformer_weights"], rel=1e-4)
+    assert "text_encoders" not in terms  # this script deletes the list, freeing them
+    assert not unit.changes  # no flag of the script makes it fit one card
+
+
+def test_full_finetune_is_a_method_a_plan_takes_only_with_consent(kb):
+    query = {"framework": "diffusers", "model": "flux1-dev", "gpus": "8xH100", "top": 0}
+    plan = api.solve(query, kb)
+    chosen = {c.option: c.value for c in plan.explanation}
+    assert chosen["script"] != "train_dreambooth_flux.py"
