@@ -200,8 +200,10 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
 
 def _switched_off(ctx: Context, when) -> bool:
     """The option belongs to a feature whose own enable switch (a bool option that is a
-    conjunct of its `when`) is off here: a template's sub-option kept for when the
-    feature is turned on, not a silent failure, and no fix removes it (issue 22 §7)."""
+    conjunct of its `when`) the config writes off: a template's sub-option kept for when
+    the feature is turned on, not a silent failure, and no fix removes it (issue 22 §7).
+    A sub-option written without its switch (galore_rank, no use_galore) may be meant
+    to turn the feature on: that stays a no-op finding."""
     stack, conjuncts = [when], []
     while stack:
         node = stack.pop()
@@ -210,7 +212,7 @@ def _switched_off(ctx: Context, when) -> bool:
         else:
             conjuncts.append(node)
     return any(isinstance(c, OptionRef) and c.type.kind == "bool" and
-               ctx.assignment.get(c.option) is False for c in conjuncts)
+               ctx.user.get(c.option) is False for c in conjuncts)
 
 
 def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFile]

@@ -79,6 +79,7 @@ def test_an_option_off_by_a_value_not_a_switch_is_still_said(kb, tmp_path):
     assert not any(f.id == "checkpoint.interval" for f in unit.silent)
 
 
+
 DREAMBOOTH = """accelerate launch train_dreambooth_lora_flux.py \\
   --pretrained_model_name_or_path=black-forest-labs/FLUX.1-dev \\
   --instance_data_dir=dog --output_dir=out --mixed_precision="bf16" \\
