@@ -37,6 +37,20 @@ class Accepted:
     values: tuple[ValueEffect, ...] = ()
     allow_env: dict | None = None  # {name, values, because, source}: extra keys accepted
     cli_abbrev: dict | None = None  # {because, source}: flags may be unique prefixes
+    near: dict | None = None  # {ratio, because, source}: the list may miss a fork's own
+    # fields, so only a near miss of an accepted key of the same section is reported
+
+    def near_miss(self, key: str) -> str | None:
+        """The accepted key of the same section that `key` misspells (its leaf at least
+        `ratio` alike), or None."""
+        if not self.near:
+            return None
+        from difflib import SequenceMatcher
+        section, _, leaf = key.rpartition(".")
+        scored = [(SequenceMatcher(None, leaf, k.rpartition(".")[2]).ratio(), k)
+                  for k in self.keys if k.rpartition(".")[0] == section]
+        best = max(scored, default=(0.0, None))
+        return best[1] if best[0] >= float(self.near["ratio"]) else None
 
     def extras_allowed(self, env: dict[str, str]) -> bool:
         """Whether the launch's environment makes the parser accept any key."""
@@ -92,14 +106,18 @@ def _load(kb, framework: str) -> dict[str, Accepted]:
         effects.append(ValueEffect(str(entry["key"]), tuple(entry["values"]), entry["effect"],
                                    dict(entry.get("read_as") or {}), str(entry["because"]),
                                    str(entry["source"])))
+    near = data.get("near")
+    if near is not None and (not isinstance(near, dict) or not isinstance(near.get("ratio"), float)
+                             or not near.get("because") or not near.get("source")):
+        raise fail("near: a mapping of ratio (a number), because and source", ("near",))
     tables = {}
     for kind, keys in data.items():
         if kind in ("framework", "because", "source", "values", "allow_env",
-                    "cli_abbrev"):
+                    "cli_abbrev", "near"):
             continue
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise fail(f"{kind}: a list of keys", (kind,))
         tables[kind] = Accepted(frozenset(keys), str(data["because"]), str(data["source"]),
                                 tuple(effects), data.get("allow_env"),
-                                data.get("cli_abbrev"))
+                                data.get("cli_abbrev"), data.get("near"))
     return tables

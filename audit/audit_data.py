@@ -123,7 +123,8 @@ def notes_apart(kb: KnowledgeBase, framework: str, found: list, section: str
                 ) -> tuple[list, list]:
     """Silent findings, and the KB warnings an audit.yaml section lists as notes:
     estimate_caveats (they qualify kbsolve's own figure) or environment_tips (they
-    hold only in an environment the files do not show): neither says the config is wrong."""
+    hold only in an environment the files do not show), or advice_tips (advice with no
+    estimated gain, for the tips line): none says the config is wrong."""
     named = getattr(audit_data(kb, framework), section)
     return [f for f in found if not (f.kind == "warning" and f.id in named)], \
         [f for f in found if f.kind == "warning" and f.id in named]

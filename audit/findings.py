@@ -9,7 +9,7 @@ from kbsolve.audit.versions import excludes
 from kbsolve.diagnostics import did_you_mean
 from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
 from kbsolve.audit.model import Finding
-from kbsolve.dsl.ir import facts_used, options_used
+from kbsolve.dsl.ir import Op, OptionRef, facts_used, options_used
 from kbsolve.dsl.kb import KnowledgeBase
 
 
@@ -124,6 +124,18 @@ def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
         if table.accepts(key):
             kept.append(key)
             continue
+        if table.near:  # a fork may add fields: only a near miss is a finding
+            meant = table.near_miss(key)
+            if meant is None:
+                kept.append(key)
+                continue
+            findings.append(Finding(
+                kind="dropped", id=key, location=str(main.spans.get(key) or main.rel),
+                message=f"'{key}' is no field of its section; did you mean '{meant}'? "
+                        f"({table.because})",
+                message_zh=f"'{key}' 不是该节的字段；是否想写 '{meant}'？",
+                because=table.because, source=f"{table.source}; {table.near['source']}"))
+            continue
         known = table.keys | {k.split(".", 1)[0] for k in main_keys}
         hint = did_you_mean(key.replace(" ", "_").lower(), known)
         findings.append(Finding(
@@ -156,7 +168,7 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
             active = ctx.holds(option.when)
         except Undecided:
             continue
-        if not active:
+        if not active and not _switched_off(ctx, option.when):
             yaml_key = reading.where[key][1]
             found.append(Finding(kind="no_op", id=yaml_key, location=reading.span(files, key),
                                  message_zh=f"{yaml_key}: {_shown(value)} 在此配置中不生效"
@@ -184,6 +196,23 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
                              because=warning.meta.because,
                              source=warning.meta.source))
     return found
+
+
+def _switched_off(ctx: Context, when) -> bool:
+    """The option belongs to a feature whose own enable switch (a bool option that is a
+    conjunct of its `when`) the config writes off: a template's sub-option kept for when
+    the feature is turned on, not a silent failure, and no fix removes it (issue 22 §7).
+    A sub-option written without its switch (galore_rank, no use_galore) may be meant
+    to turn the feature on: that stays a no-op finding."""
+    stack, conjuncts = [when], []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Op) and node.op == "and":
+            stack.extend(node.args)
+        else:
+            conjuncts.append(node)
+    return any(isinstance(c, OptionRef) and c.type.kind == "bool" and
+               ctx.user.get(c.option) is False for c in conjuncts)
 
 
 def effect_findings(kb: KnowledgeBase, reading: Reading, files: dict[str, FlatFile]

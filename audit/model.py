@@ -133,6 +133,9 @@ class UnitReport(BaseModel):
     plan: BestPlan | None = None
     undecided: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    tips: list[str] = Field(default_factory=list, description="KB advice with no estimate of "
+                            "this config behind it (audit.yaml advice_tips): 'ID (why)', shown "
+                            "in the one tips line, never a finding, never written by --fix")
 
 
 class AuditReport(BaseModel):

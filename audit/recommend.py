@@ -134,6 +134,10 @@ def cure_or_repairs(ctx: Context, chosen: dict[str, Any], fixes: dict[str, Any],
         return chosen, ""
     from kbsolve.audit.symptom import suggest  # symptom imports this module
     _, found, _ = suggest(ctx, "oom", ctx.allowed)
+    # a cure that leaves every value the config writes as written comes first: the
+    # user's micro-batch, accumulation or sharding file are their choices (issue 22 §6)
+    found = sorted(found, key=lambda c: any(k in ctx.user and ctx.user[k] != v
+                                            for k, v in c.changes.items()))
     for cure in found:
         trial = {**fixes, **cure.changes}
         if cure.fits and _in_config(ctx, main_name, trial) and \

@@ -170,9 +170,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     refusals += find.unreadable_files(unit) + find.launcher_findings(kb, unit, main)
     refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
                                    [e.rel for e in tree_files(root)] if unit.missing else [])
-    refused_keys = [f for f in key_found if f.kind != "no_op"]  # no_op: parsed, not read
+    quiet = ("no_op", "dropped")  # no_op: parsed, not read; dropped: a near miss, ignored
+    refused_keys = [f for f in key_found if f.kind not in quiet]  # (or refused by newer versions)
     out.errors = enforced + (refused_keys if rejected else []) + refusals
-    out.silent = ([f for f in key_found if f.kind == "no_op"] if rejected else key_found) + \
+    out.silent = ([f for f in key_found if f.kind in quiet] if rejected else key_found) + \
         ignored + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
     out.silent, logged = logged_apart(kb, unit.framework, out.silent)
@@ -184,6 +185,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
         out.silent, noted = notes_apart(kb, unit.framework, out.silent, section)
         if noted:  # about the estimate or the environment, not the config: one line
             out.notes.append(f"{heading}: " + "; ".join(f"{f.id} ({f.message})" for f in noted))
+    out.silent, tips = notes_apart(kb, unit.framework, out.silent, "advice_tips")
+    out.tips = [f"{f.id} ({f.message})" for f in tips]  # advice, no gain estimated: the tips line
     ordered = [r for p in AUTO_PRIORITIES for r in out.recommendations[p] if r.points > 0]
     broken = [f.id for f in out.errors if f.kind == "rule"]
     fixes = repair(ctx, broken, estimator)

@@ -125,6 +125,7 @@ class AuditData:
     logged_warnings: dict[str, str] = field(default_factory=dict)  # warning id -> because
     estimate_caveats: dict[str, str] = field(default_factory=dict)  # warning id -> because
     environment_tips: dict[str, str] = field(default_factory=dict)  # warning id -> because
+    advice_tips: dict[str, str] = field(default_factory=dict)  # warning id -> because
     required_keys: list[RequiredKey] = field(default_factory=list)
     launcher_needs: list[LauncherNeeds] = field(default_factory=list)
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
@@ -242,6 +243,8 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
                                   kb.warnings, fail, "a warning")
     out.environment_tips = _named(data, "environment_tips", "warning", set(), framework,
                                   kb.warnings, fail, "a warning")
+    out.advice_tips = _named(data, "advice_tips", "warning", set(out.advice_rules), framework,
+                             kb.warnings, fail, "neither a warning nor an advice rule")
     for i, entry in enumerate(data.get("required_keys") or []):
         at = ("required_keys", i)
         _need(entry, ("key", "because", "source"), fail, at)

@@ -82,10 +82,11 @@ def _unit(unit: UnitReport, lang: str) -> list[str]:
 
 def tip_line(unit: UnitReport, w: dict[str, str], lang: str, lead: str) -> list[str]:
     """The KB's recommendations that no estimate backs here, in one line."""
-    tips = [r for r in unit.checks if r.status == "recommended" and r.tip]
+    tips = [f"{title(r, lang)} ({r.id})" for r in unit.checks
+            if r.status == "recommended" and r.tip] + unit.tips  # and audit.yaml advice_tips
     if not tips:
         return []
-    return ["", f"{lead}{w['tips']}: " + ", ".join(f"{title(r, lang)} ({r.id})" for r in tips)]
+    return ["", f"{lead}{w['tips']}: " + ", ".join(tips)]
 
 
 def _item(i: int, r, w: dict[str, str], lang: str) -> list[str]:

@@ -100,10 +100,10 @@ def test_diffusers_readme_launch_is_audited_and_never_written(kb, tmp_path):
 
 
 def test_a_script_the_kb_does_not_describe_is_one_line(kb, tmp_path):
-    """diffusers' full DreamBooth script (not the LoRA one the KB describes)."""
+    """diffusers' full DreamBooth script for SD3 (the KB describes FLUX.1's, not SD3's)."""
     (tmp_path / "train.sh").write_text(
-        "accelerate launch train_dreambooth_flux.py --pretrained_model_name_or_path="
-        "black-forest-labs/FLUX.1-dev --resolution=1024 --train_batch_size=1\n")
+        "accelerate launch train_dreambooth_sd3.py --pretrained_model_name_or_path="
+        "stabilityai/stable-diffusion-3.5-medium --resolution=1024 --train_batch_size=1\n")
     report = api.audit(str(tmp_path), "1xA100", kb=kb)[0]
     assert report.units == [] and len(report.not_audited) == 1
     assert report.not_audited[0].startswith("train.sh: not audited: diffusers")

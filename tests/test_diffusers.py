@@ -96,7 +96,9 @@ def test_the_16_bit_script_does_not_fit_a_4090():
                             shipped_kb())
     terms = {i.term: i.gib for i in estimate.memory.breakdown if i.location == "gpu"}
     assert terms["transformer_weights"] == pytest.approx(12e9 * 2 / GIB, rel=1e-3)
-    assert terms["load_phase"] > 5  # T5 moved to the GPU beside the transformer at load
+    # T5 moved to the GPU beside the transformer, and kept there all run: the flux script
+    # deletes the encoders' names but not the list text_encoders that holds them
+    assert terms["text_encoders"] > 5 and terms.get("load_phase", 0) == 0
     assert not estimate.feasible and estimate.memory.per_gpu_gib.device > estimate.memory.gpu_gib
 
 
@@ -238,3 +240,19 @@ def test_the_fixtures_name_their_commit():
         assert data["flags"], path
         if path.name.startswith("train_"):
             assert data["flags"]["rank"]["type"] == "int" and data["flags"]["rank"]["default"] == 4
+
+
+def test_flux_script_keeps_text_encoders_sd3_frees_them():
+    """train_dreambooth_lora_flux.py keeps T5 and CLIP on the GPU (the list text_encoders
+    outlives `del text_encoder_one, text_encoder_two`); the sd3 script deletes the list and
+    frees them: a term of the flux run only, the same for the same flags otherwise."""
+    kb = shipped_kb()
+    query = {"framework": "diffusers", "model": "flux1-dev", "gpus": "1xH100",
+             "resolution": "512x512"}
+    flux = api.estimate(query, {"script": "train_dreambooth_lora_flux.py",
+                                "train_batch_size": 1}, kb)
+    terms = {i.term: i.gib for i in flux.memory.breakdown if i.location == "gpu"}
+    assert terms["text_encoders"] > 8  # T5-XXL and CLIP-L in bf16, about 9.1 GiB
+    sd3 = api.estimate({**query, "model": "sd3.5-medium"},
+                       {"script": "train_dreambooth_lora_sd3.py", "train_batch_size": 1}, kb)
+    assert "text_encoders" not in {i.term for i in sd3.memory.breakdown if i.gib}
