@@ -189,7 +189,8 @@ SECTIONS = {  # audit.yaml: section -> the fields of its entries
     "keys": ("key", "options") + _WHY, "shape": ("fact", "option") + _WHY,
     "fix_scope": ("requires", "refuses") + _WHY, "advice_rules": ("rule",) + _WHY,
     "logged_warnings": ("warning",) + _WHY, "estimate_caveats": ("warning",) + _WHY,
-    "environment_tips": ("warning",) + _WHY, "required_keys": ("key", "requires") + _WHY,
+    "environment_tips": ("warning",) + _WHY, "advice_tips": ("warning",) + _WHY,
+    "required_keys": ("key", "requires") + _WHY,
     "launcher_needs": ("launcher", "key") + _WHY, "recipe_limits": ("option", "above") + _WHY,
     "advice_threshold": ("memory_gib", "speed_pct") + _WHY}
 
