@@ -193,8 +193,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
     if out.fit.status == "oom" and estimator is not None:
-        chosen, cured = cure_or_repairs(ctx, chosen, fixes, estimator, main_name)
+        chosen, cured = cure_or_repairs(ctx, fixes, estimator, main_name)
         why.update({key: cured for key in chosen if cured and key not in fixes})
+        if cured.startswith("the repair"):
+            out.notes.append(f"{', '.join(broken)}: {cured}; nothing else is changed")
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")
