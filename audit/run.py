@@ -146,8 +146,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
     ctx.odd = {key for key, _, _ in reading.odd} | refused
     out.fit, _ = fit_check(ctx)
-    estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
-        else None
+    estimator = Estimator.for_context(ctx, ctx.allowed) \
+        if out.fit.status != "undecided" and not out.fit.unknowns else None  # no cure on a guess
     out.checks = judge_config(ctx)
     scope = outside_fix_scope(kb, unit.framework, main.values)
     if scope is not None:  # an inference, export or v1 file: no training advice, no edit

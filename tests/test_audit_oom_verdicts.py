@@ -1,6 +1,8 @@
 """The audit's OOM verdicts and cures (issue 22): a config that does not fit gets
 the cure `kbsolve fix --symptom oom` ranks first, not a pile of checklist items;
-repairs that cure it are the only change."""
+repairs that cure it are the only change; a verdict that holds whatever an
+unreadable value is (a DeepSpeed file that does not exist, a refused value) is
+given, with no cure resting on a guess, and one that depends on it is undecided."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from kbsolve.audit.read_project import read_project
 from kbsolve.audit.recommend import cure_or_repairs
 from kbsolve.audit.run import hardware_for
 from kbsolve.audit.walk import walk
+from kbsolve.render.audit_markdown import markdown
 from plans import shipped_kb
 
 LF = "llamafactory"
@@ -81,3 +84,30 @@ def test_repairs_that_cure_the_oom_are_the_only_change(kb, tmp_path):
     changes, why = cure_or_repairs(ctx, half, est, "main")
     assert why.startswith("cures the OOM") and changes.items() >= half.items()
     assert est.effect(changes).fits
+
+
+FULL = ("model_name_or_path: {model}\nstage: sft\ndo_train: true\nfinetuning_type: full\n"
+        "dataset: alpaca_en_demo\ntemplate: {template}\ncutoff_len: {cutoff}\n"
+        "per_device_train_batch_size: 1\ngradient_accumulation_steps: 1\nbf16: true\n"
+        "deepspeed: examples/deepspeed/ds_z3_offload_confg.json\noutput_dir: saves/x\n")
+
+
+def test_an_oom_whatever_the_unreadable_value_is_is_a_verdict_without_a_cure(kb, tmp_path):
+    _config(tmp_path, FULL.format(model="meta-llama/Meta-Llama-3-70B-Instruct",
+                                  template="llama3", cutoff=32768))
+    [unit] = api.audit(str(tmp_path), "8xA100-80G-SXM", kb=kb)[0].units
+    assert any("ds_z3_offload_confg.json" in f.message for f in unit.errors)
+    assert unit.fit.status == "oom" and unit.fit.unknowns == ["deepspeed"]
+    assert "OOM whatever deepspeed is" in unit.fit.reason and unit.fit.over_gib > 0
+    assert not any(c.reason.startswith("cures the OOM") for c in unit.changes)
+    report = api.audit(str(tmp_path), "8xA100-80G-SXM", kb=kb)[0]
+    assert "OOM whatever deepspeed is" in markdown(report)
+
+
+def test_a_verdict_that_depends_on_the_unreadable_value_is_undecided(kb, tmp_path):
+    # a 7B full fine-tune: plain DDP does not fit an 80 GB GPU, ZeRO-3 does
+    config = _config(tmp_path, FULL.format(model="Qwen/Qwen2.5-7B-Instruct", template="qwen",
+                                           cutoff=2048))
+    [unit] = api.audit(str(config.parent), "8xA100-80G-SXM", kb=kb)[0].units
+    assert unit.fit.status == "undecided" and not unit.fit.unknowns
+    assert "deepspeed" in unit.fit.reason
