@@ -77,9 +77,11 @@ def _whatever(ctx: Context, odd: list[str]) -> Fit:
     fit = _fit(ctx, problem, best[0], best[1])
     at = ", ".join(f"{k.split('.', 1)[1]}={plain(v)}" for k, v in zip(odd, best[2]))
     fit.unknowns = [k.split(".", 1)[1] for k in odd]
-    fit.reason = (f"{'fits' if ok else 'OOM'} whatever {names} {'are' if len(odd) > 1 else 'is'} (written as a value the "
-                  f"KB does not model; every value the KB knows was measured): "
-                  f"figures at the {'most' if ok else 'least'} memory, {at}")
+    verb = "are" if len(odd) > 1 else "is"
+    fit.reason = (f"{'fits' if ok else 'OOM'} whatever {names} {verb} (a value the audit "
+                  f"cannot read: a file that is not there, a value the KB does not model; "
+                  f"every value the KB knows was measured): figures at the "
+                  f"{'most' if ok else 'least'} memory, {at}")
     return fit
 
 

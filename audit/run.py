@@ -140,7 +140,8 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     unseen = {o.key for o in kb.options_of(unit.framework)
               if o.emits and not any(e.target in unit.files for e in o.emits)}
     refused = {key for key, _, _, _ in reading.effects}  # what reads them is undecided
-    refused |= {option for option, (_, key) in reading.where.items() if key in unit.missing}
+    refused |= {option for option, (_, key) in reading.where.items()
+                if key in unit.missing or key in unit.outside}
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
                         {key for key, _, _ in reading.odd} | unseen | refused, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)

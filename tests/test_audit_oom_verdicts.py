@@ -111,3 +111,15 @@ def test_a_verdict_that_depends_on_the_unreadable_value_is_undecided(kb, tmp_pat
     [unit] = api.audit(str(config.parent), "8xA100-80G-SXM", kb=kb)[0].units
     assert unit.fit.status == "undecided" and not unit.fit.unknowns
     assert "deepspeed" in unit.fit.reason
+
+
+def test_a_file_beside_one_named_config_is_unknown_not_a_default(kb, tmp_path):
+    """`kbsolve audit train.yaml`: the DeepSpeed file it names may lie outside what
+    was given; the stage it sets is not taken as "none" (which would call this
+    ZeRO-3 fine-tune an OOM and recommend ZeRO-3)."""
+    config = _config(tmp_path, FULL.format(model="Qwen/Qwen2.5-7B-Instruct", template="qwen",
+                                           cutoff=2048))
+    [unit] = api.audit(str(config), "8xA100-80G-SXM", kb=kb)[0].units
+    assert unit.fit.status == "undecided" and "deepspeed" in unit.fit.reason
+    assert not unit.errors and any("not judged at a default" in n for n in unit.notes)
+    assert not {c.key for c in unit.changes} & {"deepspeed"}
