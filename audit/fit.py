@@ -14,6 +14,8 @@ from kbsolve.dsl.ir import FactRef, facts_used, options_used
 from kbsolve.program.metrics import measure
 from kbsolve.solver.report import band, gib
 
+UNREAD = ("a value the audit cannot read (one the KB does not model, a refused key or "
+          "value, a file that is not there): ")
 MAX_COMBINATIONS = 64  # values of the unknown options measured for a verdict that holds for all
 
 
@@ -32,7 +34,7 @@ def fit_check(ctx: Context):
     odd = sorted(read & ctx.odd)
     if odd:  # never judged at a default the user did not write
         return (_whatever(ctx, odd) if not absent and "gpu.memory_gib" in ctx.facts else
-                Fit(status="undecided", reason="a value the KB does not model: " +
+                Fit(status="undecided", reason=UNREAD +
                     ", ".join(k.split(".", 1)[1] for k in odd))), None
     if absent or "gpu.memory_gib" not in ctx.facts:
         ctx.missing |= set(absent) | ({"gpu.memory_gib"} - ctx.facts.keys())
@@ -55,7 +57,7 @@ def _whatever(ctx: Context, odd: list[str]) -> Fit:
     of what the user could mean only makes agreement harder, so the verdict rests
     on no guess."""
     names = ", ".join(k.split(".", 1)[1] for k in odd)
-    undecided = Fit(status="undecided", reason="a value the KB does not model: " + names)
+    undecided = Fit(status="undecided", reason=UNREAD + names)
     kb = ctx.kb
     domains = [kb.options[k].domain for k in odd]
     if any(not d or isinstance(kb.options[k].source_expr, FactRef)
@@ -79,8 +81,7 @@ def _whatever(ctx: Context, odd: list[str]) -> Fit:
     fit.unknowns = [k.split(".", 1)[1] for k in odd]
     verb = "are" if len(odd) > 1 else "is"
     fit.reason = (f"{'fits' if ok else 'OOM'} whatever {names} {verb} (a value the audit "
-                  f"cannot read: a file that is not there, a value the KB does not model; "
-                  f"every value the KB knows was measured): figures at the "
+                  f"cannot read; every value the KB knows was measured): figures at the "
                   f"{'most' if ok else 'least'} memory, {at}")
     return fit
 

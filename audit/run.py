@@ -142,6 +142,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     refused = {key for key, _, _, _ in reading.effects}  # what reads them is undecided
     refused |= {option for option, (_, key) in reading.where.items()
                 if key in unit.missing or key in unit.outside}
+    key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
+                                                    reading, unit.accepted, unit.launch.env)
+    refused |= find.meant_options(kb, unit.framework, main_name, [  # Lora_target: lora_target
+        f.id for f in key_found if f.kind == "refused"]) - reading.where.keys()
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
                         {key for key, _, _ in reading.odd} | unseen | refused, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
@@ -161,8 +165,6 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     others = {c.id for c in code_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
-    key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
-                                                    reading, unit.accepted, unit.launch.env)
     rejected = fw.unknown_keys == "error"
     enforced, advised = advice_apart(kb, unit.framework,
                                      find.rule_errors(ctx, reading, unit.files, version))

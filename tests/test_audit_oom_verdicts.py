@@ -123,3 +123,19 @@ def test_a_file_beside_one_named_config_is_unknown_not_a_default(kb, tmp_path):
     assert unit.fit.status == "undecided" and "deepspeed" in unit.fit.reason
     assert not unit.errors and any("not judged at a default" in n for n in unit.notes)
     assert not {c.key for c in unit.changes} & {"deepspeed"}
+
+
+def test_a_refused_key_that_stands_for_an_option_leaves_its_value_unknown(kb, tmp_path):
+    """`Lora_target` is refused (keys are case-sensitive); the user meant a value of
+    lora_target, which the run never reads: the fit is not judged at its default.
+    A refused key no memory term reads (`num train epochs`) leaves the fit decided."""
+    text = LORA_8B.replace("lora_target: all\n", "Lora_target: q_proj,v_proj\n")
+    config = _config(tmp_path, text)
+    [unit] = api.audit(str(config), "2xA100-80G-SXM", kb=kb)[0].units
+    assert any(f.id == "Lora_target" and "did you mean 'lora_target'" in f.message
+               for f in unit.errors)
+    assert unit.fit.status == "undecided" and unit.fit.reason.endswith("lora_target")
+    config.write_text(LORA_8B + "num train epochs: 3.0\n")
+    [unit] = api.audit(str(config), "2xA100-80G-SXM", kb=kb)[0].units
+    assert any(f.id == "num train epochs" for f in unit.errors)
+    assert unit.fit.status == "fits"
