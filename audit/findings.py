@@ -3,6 +3,8 @@ settings the framework ignores or rejects (silent failures)."""
 
 from __future__ import annotations
 
+from difflib import get_close_matches
+
 from kbsolve.audit.assess import Context, Undecided
 from kbsolve.audit.accepted_keys import accepted_keys
 from kbsolve.audit.versions import excludes
@@ -11,6 +13,9 @@ from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
 from kbsolve.audit.model import Finding
 from kbsolve.dsl.ir import Op, OptionRef, facts_used, options_used
 from kbsolve.dsl.kb import KnowledgeBase
+
+
+CLOSE_SPELLING = 0.85  # difflib ratio: one letter off in a key of a dozen (lora_rnak)
 
 
 def _suffix(key: str, name: str) -> bool:
@@ -109,6 +114,25 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
             continue
         unknown.append(key)
     return _refused(kb, framework, main, main_keys, findings, unknown, accepted, env or {})
+
+
+def meant_options(kb: KnowledgeBase, framework: str, main_name: str,
+                  refused: list[str]) -> set[str]:
+    """The options that keys the parser refuses stand for (`Lora_target` and
+    `num train epochs`: the same key but for case, spaces or dashes; `lora_rnak`: one
+    close spelling): the user meant a value for them that the run never reads, so a
+    verdict at the option's default in its place would rest on a guess."""
+    main_keys = {e.key: o.key for o in kb.options_of(framework) for e in o.emits
+                 if e.target == main_name}
+    plain_keys = {k.replace("-", "_").lower(): k for k in main_keys}
+    found = set()
+    for key in refused:
+        spelt = key.strip().replace(" ", "_").replace("-", "_").lower()
+        near = spelt if spelt in plain_keys else next(
+            iter(get_close_matches(spelt, list(plain_keys), n=1, cutoff=CLOSE_SPELLING)), None)
+        if near is not None:
+            found.add(main_keys[plain_keys[near]])
+    return found
 
 
 def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,

@@ -74,6 +74,9 @@ class Fit(BaseModel):
         None, description="--host-ram after the host headroom; none: host RAM not judged")
     breakdown: list[MemoryTerm] = Field(default_factory=list)
     reason: str = ""
+    unknowns: list[str] = Field(
+        default_factory=list, description="options written as values the KB lacks: the "
+        "verdict held at every value the KB knows, and the figures are the config's best case")
 
 
 class Change(BaseModel):

@@ -38,6 +38,7 @@ class Unit:
     file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
     accepted: str = "training"  # which table of the parser's accepted keys applies
     missing: dict[str, str] = field(default_factory=dict)  # key -> a path not in the project
+    outside: dict[str, str] = field(default_factory=dict)  # key -> a path beside one named config
     unreadable: dict[str, str] = field(default_factory=dict)  # key -> why its file is unusable
 
 
@@ -153,8 +154,9 @@ def references(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit, ma
                                   f"(a path in its repository, not in the project); read as "
                                   f"{shown} ({own.because}; {own.source})")
             elif tree.single:  # one config named: the project may lie around it
+                unit.outside[key] = value  # what the file sets is unknown, not a default
                 unit.notes.append(f"{where}: {key} refers to {value}, which is not in the "
-                                  f"project")
+                                  f"project: what it sets is not judged at a default")
             else:
                 unit.missing[key] = value
             continue

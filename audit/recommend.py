@@ -122,16 +122,22 @@ def choose(ctx: Context, ordered: list[CheckResult], must_fit: bool,
     return {k: v for k, v in chosen.items() if ctx.assignment.get(k) != v}
 
 
-def cure_or_repairs(ctx: Context, chosen: dict[str, Any], fixes: dict[str, Any],
-                    est: Estimator, main_name: str) -> tuple[dict[str, Any], str]:
-    """For a config that does not fit: the checklist's changes only when they cure
-    the OOM (leaner but still OOM, the run fails all the same); else the first cure
-    that `kbsolve fix --symptom oom` offers and --fix can write whole into the
-    config (one that also needs the launch changed, an accelerate FSDP file or
-    FORCE_TORCHRUN, would leave a half-changed run), on top of the repairs; else the
-    repairs alone. Returns the changes and, for a cure, what it does by the estimate."""
-    if est.effect({**fixes, **chosen}).fits:
-        return chosen, ""
+def cure_or_repairs(ctx: Context, fixes: dict[str, Any], est: Estimator,
+                    main_name: str) -> tuple[dict[str, Any], str]:
+    """For a config that does not fit, judged as repaired (`fixes`: the repairs of
+    its broken rules): the repairs alone when they cure the OOM (nothing more is
+    changed); else the first cure that `kbsolve fix --symptom oom` offers and --fix
+    can write whole into the config (one that also needs the launch changed, an
+    accelerate FSDP file or FORCE_TORCHRUN, would leave a half-changed run), on top
+    of the repairs; else the repairs alone. The checklist's items are not written
+    on a config that does not fit, even when several of them together would cure
+    it: the cure is the one `fix --symptom oom` ranks first (the fewest changes
+    that fit, then the least speed lost), so that the two commands never disagree;
+    the items stay listed with their gains. Returns the changes and, for a cure,
+    what it does by the estimate."""
+    repaired = {k: v for k, v in fixes.items() if ctx.assignment.get(k) != v}
+    if repaired and est.effect(fixes).fits:
+        return repaired, f"the repair cures the OOM: {est.effect(fixes).summary()}"
     from kbsolve.audit.symptom import suggest  # symptom imports this module
     _, found, _ = suggest(ctx, "oom", ctx.allowed)
     # a cure that leaves every value the config writes as written comes first: the
@@ -145,7 +151,7 @@ def cure_or_repairs(ctx: Context, chosen: dict[str, Any], fixes: dict[str, Any],
                 est.effect(trial).fits:
             return {k: v for k, v in trial.items() if ctx.assignment.get(k) != v}, \
                 f"cures the OOM: {est.effect(trial).summary()}"
-    return {k: v for k, v in fixes.items() if ctx.assignment.get(k) != v}, ""
+    return repaired, ""
 
 
 def _in_config(ctx: Context, main_name: str, trial: dict[str, Any]) -> bool:

@@ -140,14 +140,19 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     unseen = {o.key for o in kb.options_of(unit.framework)
               if o.emits and not any(e.target in unit.files for e in o.emits)}
     refused = {key for key, _, _, _ in reading.effects}  # what reads them is undecided
-    refused |= {option for option, (_, key) in reading.where.items() if key in unit.missing}
+    refused |= {option for option, (_, key) in reading.where.items()
+                if key in unit.missing or key in unit.outside}
+    key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
+                                                    reading, unit.accepted, unit.launch.env)
+    refused |= find.meant_options(kb, unit.framework, main_name, [  # Lora_target: lora_target
+        f.id for f in key_found if f.kind == "refused"]) - reading.where.keys()
     ctx = build_context(kb, unit.framework, reading.values, hardware, model,
                         {key for key, _, _ in reading.odd} | unseen | refused, flags.host_ram)
     ctx.allowed = allowed_keys(kb, unit.framework, allow)
     ctx.odd = {key for key, _, _ in reading.odd} | refused
     out.fit, _ = fit_check(ctx)
-    estimator = Estimator.for_context(ctx, ctx.allowed) if out.fit.status != "undecided" \
-        else None
+    estimator = Estimator.for_context(ctx, ctx.allowed) \
+        if out.fit.status != "undecided" and not out.fit.unknowns else None  # no cure on a guess
     out.checks = judge_config(ctx)
     scope = outside_fix_scope(kb, unit.framework, main.values)
     if scope is not None:  # an inference, export or v1 file: no training advice, no edit
@@ -160,8 +165,6 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     others = {c.id for c in code_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
-    key_found, out.unknown_keys = find.key_findings(kb, unit.framework, main_name, main,
-                                                    reading, unit.accepted, unit.launch.env)
     rejected = fw.unknown_keys == "error"
     enforced, advised = advice_apart(kb, unit.framework,
                                      find.rule_errors(ctx, reading, unit.files, version))
@@ -196,8 +199,10 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     why = {key: "repairs " + ", ".join(f.id for f in out.errors if f.kind == "rule")
            for key in fixes}
     if out.fit.status == "oom" and estimator is not None:
-        chosen, cured = cure_or_repairs(ctx, chosen, fixes, estimator, main_name)
+        chosen, cured = cure_or_repairs(ctx, fixes, estimator, main_name)
         why.update({key: cured for key in chosen if cured and key not in fixes})
+        if cured.startswith("the repair"):
+            out.notes.append(f"{', '.join(broken)}: {cured}; nothing else is changed")
     for r in ordered:
         for name, _ in kb.checks[f"{unit.framework}.{r.id}"].recommend:
             why.setdefault(f"{unit.framework}.{name}", f"{r.priority} {r.id}: {r.title_en}")

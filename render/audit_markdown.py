@@ -128,12 +128,13 @@ def fit_line(unit: UnitReport, w: dict[str, str]) -> str:
     host = "" if fit.host_budget_gib is None else "; " + w[
         "host_fits" if fit.host_gib is None or fit.host_gib <= fit.host_budget_gib
         else "host_oom"].format(host=fit.host_gib or 0, host_budget=fit.host_budget_gib)
+    whatever = f" ({fit.reason})" if fit.unknowns and fit.reason else ""
     if fit.status == "fits" or (fit.status == "oom" and fit.over_gib is None):
-        return w["fits_band" if banded else "fits"].format(**figures) + host
+        return w["fits_band" if banded else "fits"].format(**figures) + host + whatever
     if fit.status == "oom":
         only = banded and fit.predicted_gib <= fit.budget_gib
         return w["oom_band_only" if only else "oom_band" if banded else "oom"].format(
-            **figures) + host
+            **figures) + host + whatever
     return w["fit_undecided"].format(reason=fit.reason)
 
 
