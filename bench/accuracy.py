@@ -85,7 +85,7 @@ SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_unit
 # LlamaForCausalLM.forward upcast the logits it returns (`logits = logits.float()`, removed in
 # v4.46), and the loss shifts them with .contiguous() (modeling_llama.py, v4.31-v4.45).
 HF_FP32_LOGITS = {"llama-recipes", "atorch", "fms-hf-tuning", "accelerate",
-                  "hf-trainer", "openrlhf"}
+                  "hf-trainer", "openrlhf", "peft-sft"}
 # Row groups of those scripts run on v4.46 or later (the loss still upcasts; the model no
 # longer does): the Unsloth README's context-length tables (unslothai/unsloth@e3162dc5,
 # 2025-01-14), whose Hugging Face + FA2 column is the HF Trainer, and fms-acceleration's
@@ -95,7 +95,11 @@ HF_AFTER_4_46 = ("[ctx:unsloth-ctx]", "[ctx:fmsaccel]")
 # torchtitan (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), fms-fsdp and
 # llm-foundry (FSDP mixed_precision bf16 param dtype), NeMo AutoModel (FSDP2 MixedPrecisionPolicy);
 # DeepSpeed's bf16 mode (any zero* row) keeps bf16 weights beside fp32 masters.
-OWN_MIXED_PRECISION = {"torchtitan", "fms-fsdp", "llm-foundry", "nemo-automodel"}
+# PEFT's examples/sft/train.py under accelerate's FSDP plugin (peft@aa2ca83ca, 6008f272a): with
+# mixed_precision bf16 accelerate sets FSDP MixedPrecision(param_dtype=bf16) (accelerate v0.28.0
+# state.py:825, utils/dataclasses.py:1174), and the script loads the model without torch_dtype
+# (fp32) unless it quantizes it, so it is not a BASE_16BIT script.
+OWN_MIXED_PRECISION = {"torchtitan", "fms-fsdp", "llm-foundry", "nemo-automodel", "peft-sft"}
 
 
 # ---- the row's published settings as pytorch-framework options (issue 16, parts 3-4) --------
