@@ -111,6 +111,13 @@ def key_findings(kb: KnowledgeBase, framework: str, main_name: str, main: FlatFi
     return _refused(kb, framework, main, main_keys, findings, unknown, accepted, env or {})
 
 
+def refused_keys(kb: KnowledgeBase, framework: str, main: FlatFile, kind: str,
+                 env: dict | None = None) -> tuple[list[Finding], list[str]]:
+    """Every key of `main` checked against the parser's table `kind` alone (a file
+    the KB's options do not describe): the refused ones as errors, the rest kept."""
+    return _refused(kb, framework, main, {}, [], list(main.values), kind, env or {})
+
+
 def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
              findings: list[Finding], unknown: list[str], kind: str,
              env: dict) -> tuple[list[Finding], list[str]]:

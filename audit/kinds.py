@@ -55,6 +55,7 @@ class FileKind:
     because: str
     source: str
     keys: str = "training"  # the table of accepted keys that applies (accepted_keys.yaml); "none"
+    # (a kind that is not audited is checked for keys only where it names a table)
 
     def matches(self, values: dict[str, Any]) -> bool:
         return all(_holds(c, values) for c in self.all) and \
@@ -140,7 +141,7 @@ def _load(kb, framework: str) -> KindData:
                 raise fail("a look-alike of another framework is never audited", at)
             into.append(FileKind(str(entry["name"]), bool(audit), lists["all"], lists["any"],
                                  lists["none"], str(entry["because"]), str(entry["source"]),
-                                 str(entry.get("keys", "training"))))
+                                 str(entry.get("keys", "training" if audit else "none"))))
     for i, entry in enumerate(data.get("launches") or []):
         at = ("launches", i)
         if not isinstance(entry, dict) or not all(entry.get(f) for f in

@@ -66,6 +66,8 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
     for unit in project.units:
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
+        elif unit.kind == "keys":
+            report.units.append(_keys_report(kb, unit))
         else:
             report.units.append(_config_report(kb, unit, flags, with_plan, allow,
                                                project.root,
@@ -91,6 +93,19 @@ def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
     others = {c.id for c in config_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
+    return out
+
+
+def _keys_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
+    """A file of a kind the KB does not audit (an eval or chat config): only the
+    keys its own parser refuses (file_kinds.yaml `keys`), as errors."""
+    main_name = main_file(kb, unit.framework, "config")
+    main = unit.files[main_name]
+    out = UnitReport(framework=unit.framework, kind="keys", path=unit.rel,
+                     file_kind=unit.file_kind, files={main_name: main.rel}, signs=unit.signs,
+                     notes=[f"not audited: {unit.file_kind}; only the keys its parser refuses "
+                            f"are checked"])
+    out.errors, _ = find.refused_keys(kb, unit.framework, main, unit.accepted, unit.launch.env)
     return out
 
 
