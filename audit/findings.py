@@ -157,21 +157,28 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
                              fix={yaml_key: shown[1] if shown else None}))
     for key, value in ctx.user.items():
         option = kb.options[key]
-        if option.when is None or value == option.default:
+        if option.when is None:
             continue
+        unset = sorted(k for k in options_used(option.when) if k not in ctx.user)
+        if value == option.default and not unset:
+            continue  # a default left beside a setting the user chose: nothing meant
         try:
             active = ctx.holds(option.when)
         except Undecided:
             continue
-        if not active:
-            yaml_key = reading.where[key][1]
+        if not active:  # written, even at its default, while what it needs is left unset:
+            yaml_key = reading.where[key][1]  # a feature configured but never turned on
+            needs = ", ".join(k.split(".", 1)[1] for k in unset)
             found.append(Finding(kind="no_op", id=yaml_key, location=reading.span(files, key),
                                  message_zh=f"{yaml_key}: {_shown(value)} 在此配置中不生效"
-                                            f"（只在另一设置下起作用）",
+                                            f"（只在另一设置下起作用"
+                                            + (f"；未设置 {needs}" if needs else "") + "）",
                                  message=f"{yaml_key}: {_shown(value)} has no effect in this "
-                                         f"config (it applies only under another setting)",
+                                         f"config (it applies only under another setting"
+                                         + (f"; {needs} is not set" if needs else "") + ")",
                                  because=option.meta.doc, source=option.meta.source,
-                                 fix={yaml_key: None}))
+                                 fix={} if value == option.default else {yaml_key: None}))
+            # a default spelt out: deleting it changes nothing, and it says what was meant
     for warning in kb.of(kb.warnings, ctx.framework):
         involved = options_used(warning.expr)
         if not (involved & reading.where.keys()) and (involved or not facts_used(warning.expr)):

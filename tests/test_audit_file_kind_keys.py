@@ -55,3 +55,59 @@ def test_allow_extra_args_in_the_launch_lets_any_key_pass(capsys, tmp_path):
     (tmp_path / "run.sh").write_text("ALLOW_EXTRA_ARGS=1 llamafactory-cli eval eval.yaml\n")
     [unit] = audit(capsys, tmp_path)["units"]
     assert unit["errors"] == []
+
+
+# ---- settings of a feature that is never turned on -----------------------------
+
+GOOD = """model_name_or_path: Qwen/Qwen3-8B
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_target: all
+dataset: my_data
+template: qwen3
+cutoff_len: 2048
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 4
+learning_rate: 1.0e-4
+bf16: true
+"""
+
+
+def _unit(capsys, tmp_path, text):
+    (tmp_path / "train.yaml").write_text(text)
+    [unit] = audit(capsys, tmp_path, "--gpus", "1xA100-80G-SXM")["units"]
+    return unit
+
+
+def test_quantization_settings_without_quantization_bit_are_no_ops(capsys, tmp_path):
+    """LlamaFactory quantizes on the fly only when quantization_bit is set
+    (model_utils/quantization.py:177 @ff6d4d12): method, type and double quantization
+    alone, even at their defaults, do nothing; the estimate gives no QLoRA credit and
+    no fix deletes what the user meant."""
+    plain_run = _unit(capsys, tmp_path, GOOD)
+    meant = _unit(capsys, tmp_path, GOOD + "quantization_method: bnb\nquantization_type: nf4\n"
+                                           "double_quantization: true\n")
+    no_ops = {f["id"]: f for f in meant["silent"] if f["kind"] == "no_op"}
+    assert set(no_ops) == {"quantization_method", "quantization_type", "double_quantization"}
+    assert all("quantization_bit is not set" in f["message"] and f["fix"] == {}
+               for f in no_ops.values())
+    assert plain_run["fit"]["predicted_gib"] and \
+        meant["fit"]["predicted_gib"] == plain_run["fit"]["predicted_gib"]
+    assert not {c["key"] for c in meant["changes"]} & set(no_ops)
+
+
+def test_quantization_settings_with_quantization_bit_are_read(capsys, tmp_path):
+    unit = _unit(capsys, tmp_path, GOOD + "quantization_bit: 4\nquantization_method: bnb\n"
+                                          "quantization_type: nf4\n")
+    assert not [f for f in unit["silent"] if f["kind"] == "no_op"]
+    assert not [n for n in unit["notes"] if "not a value kbsolve knows" in n]
+
+
+def test_a_default_left_beside_a_chosen_setting_is_not_flagged(capsys, tmp_path):
+    """lora_rank: 8 (the default) in a full fine-tune that says finetuning_type: full
+    is a leftover, not a feature meant and never turned on."""
+    text = GOOD.replace("finetuning_type: lora\nlora_target: all\n",
+                        "finetuning_type: full\nlora_rank: 8\n")
+    unit = _unit(capsys, tmp_path, text)
+    assert not [f for f in unit["silent"] if f["kind"] == "no_op" and f["id"] == "lora_rank"]
