@@ -240,6 +240,61 @@ def launcher_findings(kb: KnowledgeBase, unit, main: FlatFile) -> list[Finding]:
             if unit.launch.launcher == need.launcher and need.key not in main.values]
 
 
+def override_findings(kb: KnowledgeBase, unit) -> list[Finding]:
+    """Arguments after the config on a launch line that the launcher does not read
+    as overrides (audit.yaml override_forms): `llamafactory-cli train cfg.yaml
+    --cutoff_len 512`, where LlamaFactory reads only cutoff_len=512."""
+    from kbsolve.audit.audit_data import audit_data
+    forms = {f.launcher: f for f in audit_data(kb, unit.framework).override_forms}
+    found = []
+    for script, launcher, args in unit.launch.after_config:
+        form = forms.get(launcher)
+        dashed = [a for a in args if a.startswith("-")]
+        if form is None or not dashed:
+            continue
+        right, i = [], 0
+        while i < len(args):
+            key, eq, value = args[i].lstrip("-").partition("=")
+            if args[i].startswith("-") and not eq and i + 1 < len(args) and \
+                    not args[i + 1].startswith("-"):
+                value, eq, i = args[i + 1], "=", i + 1
+            right.append(f"{key.replace('-', '_')}={value}" if eq else f"{key}=true")
+            i += 1
+        shown = " ".join(right[:3]) + (" ..." if len(right) > 3 else "")
+        found.append(Finding(
+            kind="override_form", id=dashed[0], location=script,
+            message=f"{script}: {launcher} reads the arguments after {unit.rel} as "
+                    f"{form.form}, so {', '.join(dashed[:4])}"
+                    f"{' ...' if len(dashed) > 4 else ''} and their values are refused as "
+                    f"unknown keys; write them as {shown}",
+            message_zh=f"{script}：{launcher} 以 {form.form} 形式读取 {unit.rel} 之后的参数，"
+                       f"{', '.join(dashed[:4])} 会被当作未知键拒绝；应写成 {shown}",
+            because=form.because, source=form.source))
+    return found
+
+
+def misplaced_paths(unit) -> list[Finding]:
+    """A launch line that runs after the script's `cd` and names the config by a path
+    that exists only from where the script started: the launcher gets no such file."""
+    return [Finding(kind="launch_path", id=token, location=script,
+                    message=f"{script}: after 'cd {folder}' the line names {token}, which "
+                            f"is {folder}/{token.removeprefix('./')} from there and does not "
+                            f"exist; from {folder} the config is "
+                            f"{_relative(unit.rel, folder)}",
+                    message_zh=f"{script}：执行 cd {folder} 之后，{token} 指向的文件不存在；"
+                               f"应为 {_relative(unit.rel, folder)}",
+                    because="a relative path on a command line is resolved from the "
+                            "shell's working directory, which the script's cd has changed",
+                    source="POSIX sh: cd changes the working directory of the commands "
+                           "that follow; open(2) resolves a relative path from it")
+            for script, token, folder in unit.launch.misplaced]
+
+
+def _relative(rel: str, folder: str) -> str:
+    import posixpath
+    return posixpath.relpath(rel, folder)
+
+
 def unreadable_files(unit) -> list[Finding]:
     """Files the config names that exist but do not parse: the run stops when the
     framework opens them."""

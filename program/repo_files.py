@@ -96,6 +96,17 @@ class LauncherNeeds:
 
 
 @dataclass(frozen=True)
+class OverrideForm:
+    """How a launcher reads the arguments after the config file on its command line
+    (`llamafactory-cli train cfg.yaml key=value`): `form` is key=value; a `--key`
+    there is not read as an override."""
+    launcher: str
+    form: str
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Threshold:
     """The least gain, by the estimate, for which the audit recommends a change."""
     memory_gib: Fraction
@@ -127,6 +138,7 @@ class AuditData:
     environment_tips: dict[str, str] = field(default_factory=dict)  # warning id -> because
     required_keys: list[RequiredKey] = field(default_factory=list)
     launcher_needs: list[LauncherNeeds] = field(default_factory=list)
+    override_forms: list[OverrideForm] = field(default_factory=list)
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
@@ -219,6 +231,13 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         _need(entry, ("launcher", "key", "because", "source"), fail, at)
         out.launcher_needs.append(LauncherNeeds(str(entry["launcher"]), str(entry["key"]),
                                                 str(entry["because"]), str(entry["source"])))
+    for i, entry in enumerate(data.get("override_forms") or []):
+        at = ("override_forms", i)
+        _need(entry, ("launcher", "form", "because", "source"), fail, at)
+        if entry["form"] != "key=value":
+            raise fail("override_forms: form must be key=value", at)
+        out.override_forms.append(OverrideForm(str(entry["launcher"]), str(entry["form"]),
+                                               str(entry["because"]), str(entry["source"])))
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
         _need(entry, ("option", "above", "because", "source"), fail, at)

@@ -111,3 +111,45 @@ def test_a_default_left_beside_a_chosen_setting_is_not_flagged(capsys, tmp_path)
                         "finetuning_type: full\nlora_rank: 8\n")
     unit = _unit(capsys, tmp_path, text)
     assert not [f for f in unit["silent"] if f["kind"] == "no_op" and f["id"] == "lora_rank"]
+
+
+# ---- overrides after the config on llamafactory-cli's command line --------------
+
+def test_dashed_overrides_after_the_yaml_are_refused(capsys, tmp_path):
+    """read_args merges OmegaConf.from_cli(sys.argv[2:]) (parser.py:112-127 @ff6d4d12):
+    key=value only; `--cutoff_len 512` is two unknown keys."""
+    (tmp_path / "train.yaml").write_text(GOOD)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train train.yaml \\\n"
+                                     "    --cutoff_len 512 --learning_rate=1e-5 2>&1 | tee log\n")
+    [unit] = audit(capsys, tmp_path)["units"]
+    [error] = [f for f in unit["errors"] if f["kind"] == "override_form"]
+    assert error["location"] == "run.sh" and error["id"] == "--cutoff_len"
+    assert "cutoff_len=512 learning_rate=1e-5" in error["message"]
+
+
+def test_key_value_overrides_after_the_yaml_are_read_fine(capsys, tmp_path):
+    (tmp_path / "train.yaml").write_text(GOOD)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train train.yaml cutoff_len=512\n"
+                                     "FORCE_TORCHRUN=1 llamafactory-cli train train.yaml > log\n")
+    [unit] = audit(capsys, tmp_path)["units"]
+    assert not [f for f in unit["errors"] if f["kind"] == "override_form"]
+
+
+# ---- paths on a launch line after the script's cd ------------------------------
+
+def test_a_config_path_that_the_scripts_cd_breaks_is_an_error(capsys, tmp_path):
+    (tmp_path / "LF" / "cfg").mkdir(parents=True)
+    (tmp_path / "LF" / "cfg" / "train.yaml").write_text(GOOD)
+    (tmp_path / "run.sh").write_text("cd ./LF\nllamafactory-cli train ./LF/cfg/train.yaml\n")
+    [unit] = audit(capsys, tmp_path)["units"]
+    [error] = [f for f in unit["errors"] if f["kind"] == "launch_path"]
+    assert error["location"] == "run.sh" and error["id"] == "./LF/cfg/train.yaml"
+    assert "from LF the config is cfg/train.yaml" in error["message"]
+
+
+def test_a_config_path_right_after_the_cd_is_fine(capsys, tmp_path):
+    (tmp_path / "LF" / "cfg").mkdir(parents=True)
+    (tmp_path / "LF" / "cfg" / "train.yaml").write_text(GOOD)
+    (tmp_path / "run.sh").write_text("cd LF\nllamafactory-cli train cfg/train.yaml\n")
+    [unit] = audit(capsys, tmp_path)["units"]
+    assert not [f for f in unit["errors"] if f["kind"] == "launch_path"]
