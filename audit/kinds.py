@@ -56,6 +56,7 @@ class FileKind:
     source: str
     keys: str = "training"  # the table of accepted keys that applies (accepted_keys.yaml); "none"
     # (a kind that is not audited is checked for keys only where it names a table)
+    warnings: tuple[str, ...] = ()  # KB warnings judged on a kind that is not audited
 
     def matches(self, values: dict[str, Any]) -> bool:
         return all(_holds(c, values) for c in self.all) and \
@@ -141,7 +142,8 @@ def _load(kb, framework: str) -> KindData:
                 raise fail("a look-alike of another framework is never audited", at)
             into.append(FileKind(str(entry["name"]), bool(audit), lists["all"], lists["any"],
                                  lists["none"], str(entry["because"]), str(entry["source"]),
-                                 str(entry.get("keys", "training" if audit else "none"))))
+                                 str(entry.get("keys", "training" if audit else "none")),
+                                 tuple(str(w) for w in entry.get("warnings") or ())))
     for i, entry in enumerate(data.get("launches") or []):
         at = ("launches", i)
         if not isinstance(entry, dict) or not all(entry.get(f) for f in

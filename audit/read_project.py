@@ -37,6 +37,7 @@ class Unit:
     notes: list[str] = field(default_factory=list)
     file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
     accepted: str = "training"  # which table of the parser's accepted keys applies
+    warnings: tuple[str, ...] = ()  # a keys-only unit: the KB warnings its kind is judged by
     missing: dict[str, str] = field(default_factory=dict)  # key -> a path not in the project
     unreadable: dict[str, str] = field(default_factory=dict)  # key -> why its file is unusable
 
@@ -95,7 +96,8 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
             if kind.keys != "none":  # its parser still refuses unknown keys: errors
                 keys_only.append(Unit(framework, "keys", entry.rel,
                                       {main_file_name(kb, framework): parsed[entry.rel]},
-                                      hits, file_kind=kind.name, accepted=kind.keys))
+                                      hits, file_kind=kind.name, accepted=kind.keys,
+                                      warnings=kind.warnings))
             continue
         units.append(Unit(framework, "config", entry.rel, {}, hits,
                           file_kind=kind.name if kind else "",

@@ -67,7 +67,7 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
         elif unit.kind == "keys":
-            report.units.append(_keys_report(kb, unit))
+            report.units.append(_keys_report(kb, unit, flags, project.root))
         else:
             report.units.append(_config_report(kb, unit, flags, with_plan, allow,
                                                project.root,
@@ -96,9 +96,10 @@ def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
     return out
 
 
-def _keys_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
+def _keys_report(kb: KnowledgeBase, unit: Unit, flags: Flags, root: Path | None) -> UnitReport:
     """A file of a kind the KB does not audit (an eval or chat config): only the
-    keys its own parser refuses (file_kinds.yaml `keys`), as errors."""
+    keys its own parser refuses (file_kinds.yaml `keys`), as errors, and the KB
+    warnings the kind names (`warnings`: the chat template of another family)."""
     main_name = main_file(kb, unit.framework, "config")
     main = unit.files[main_name]
     out = UnitReport(framework=unit.framework, kind="keys", path=unit.rel,
@@ -106,6 +107,13 @@ def _keys_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
                      notes=[f"not audited: {unit.file_kind}; only the keys its parser refuses "
                             f"are checked"])
     out.errors, _ = find.refused_keys(kb, unit.framework, main, unit.accepted, unit.launch.env)
+    if unit.warnings:
+        reading = read_options(kb, unit.framework, unit.files)
+        model, _ = model_for(kb, main.values, model_folders(unit, root), flags.forced)
+        ctx = build_context(kb, unit.framework, reading.values, Hardware(), model,
+                            {key for key, _, _ in reading.odd}, flags.host_ram)
+        out.silent = [f for f in find.value_findings(ctx, reading, unit.files, main_name)
+                      if f.kind == "warning" and f.id in unit.warnings]
     return out
 
 

@@ -153,3 +153,32 @@ def test_a_config_path_right_after_the_cd_is_fine(capsys, tmp_path):
     (tmp_path / "run.sh").write_text("cd LF\nllamafactory-cli train cfg/train.yaml\n")
     [unit] = audit(capsys, tmp_path)["units"]
     assert not [f for f in unit["errors"] if f["kind"] == "launch_path"]
+
+
+# ---- a chat template of another model family ------------------------------------
+
+def _template_warned(capsys, tmp_path, template, model="qwen3-8b", chat=False):
+    text = ("model_name_or_path: /data/models/mine\ntemplate: {t}\ninfer_backend: huggingface\n"
+            if chat else GOOD.replace("template: qwen3", "template: {t}"))
+    (tmp_path / "cfg.yaml").write_text(text.format(t=template))
+    [unit] = audit(capsys, tmp_path, "--model", model)["units"]
+    return [f for f in unit["silent"] if f["id"] == "W_TEMPLATE_OTHER_FAMILY"]
+
+
+def test_another_familys_template_is_a_silent_failure(capsys, tmp_path):
+    """qwen (Qwen2's, with its default system prompt) on Qwen3, whose template is
+    qwen3 (LlamaFactory README table; template.py:2041-2071 @ff6d4d12)."""
+    [warned] = _template_warned(capsys, tmp_path, "qwen")
+    assert "template=qwen" in warned["message"] and warned["location"] == "cfg.yaml:7:1"
+    assert _template_warned(capsys, tmp_path, "llama3", model="qwen2.5-7b")
+
+
+def test_a_chat_config_is_judged_for_its_template(capsys, tmp_path):
+    assert _template_warned(capsys, tmp_path, "qwen", chat=True)
+    assert not _template_warned(capsys, tmp_path, "qwen3", chat=True)
+
+
+def test_the_familys_own_generic_and_shared_templates_are_fine(capsys, tmp_path):
+    for template in ("qwen3", "qwen3_nothink", "default", "alpaca", "empty"):
+        assert not _template_warned(capsys, tmp_path, template), template
+    assert not _template_warned(capsys, tmp_path, "gemma", model="gemma2-9b")  # one row
