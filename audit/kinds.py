@@ -12,7 +12,8 @@ from kbsolve.program.repo_files import side_yaml
 
 _DEPS = re.compile(r"(^|/)(requirements[^/]*\.(txt|in)|pyproject\.toml|setup\.(py|cfg)|"
                    r"environment\.ya?ml|Pipfile|poetry\.lock)$", re.I)
-_SHELL = re.compile(r"(^|/)(Makefile|makefile|GNUmakefile|[^/]+\.(sh|bash|mk|slurm|sbatch))$")
+_SHELL = re.compile(r"(^|/)(Makefile|makefile|GNUmakefile|[^/]+\.(sh|bash|zsh|ksh|mk|slurm|"
+                    r"sbatch))$")  # zsh and ksh run the same command lines as sh
 _README = re.compile(r"(^|/)README[^/]*$", re.I)
 
 
@@ -65,6 +66,28 @@ class FileKind:
 
 
 @dataclass(frozen=True)
+class Renamed:
+    """A known script under another name: by the copy's text, else by the flags."""
+    script: str
+    content: tuple[str, ...]
+    content_none: tuple[str, ...]
+    flags: tuple[str, ...]
+    flags_none: tuple[str, ...]
+    flags_any: tuple[str, ...]
+    name_any: tuple[str, ...]
+
+    def by_text(self, text: str) -> bool:
+        return all(w in text for w in self.content) and \
+            not any(w in text for w in self.content_none)
+
+    def by_flags(self, name: str, flags) -> bool:
+        return all(f in flags for f in self.flags) and \
+            not any(f in flags for f in self.flags_none) and \
+            (any(f in flags for f in self.flags_any) or
+             any(w in name.lower() for w in self.name_any))
+
+
+@dataclass(frozen=True)
 class LaunchSignature:
     """A command line that runs the framework: one of `any` (the module or script
     it runs) and every word of `all` on the line; `config_flag` names the flag that
@@ -76,6 +99,7 @@ class LaunchSignature:
     because: str
     source: str
     audit: bool = True  # False: one "not audited" line
+    renamed: tuple[Renamed, ...] = ()  # copies of the scripts under other names
 
     def matches_line(self, line: str) -> bool:
         return any(word in line for word in self.any) and all(w in line for w in self.all)
@@ -153,9 +177,20 @@ def _load(kb, framework: str) -> KindData:
         if not all(isinstance(w, list) and all(isinstance(x, str) and x for x in w)
                    for w in words.values()):
             raise fail("any, all: lists of words", at)
+        renamed = []
+        for j, copy in enumerate(entry.get("renamed") or []):
+            if not isinstance(copy, dict) or not all(copy.get(f) for f in
+                                                     ("script", "because", "source")) or \
+                    copy["script"] not in words["any"]:
+                raise fail("renamed: an entry needs script (one of any), because and source",
+                           ("launches", i, "renamed", j))
+            renamed.append(Renamed(str(copy["script"]), *(
+                tuple(str(w) for w in copy.get(part) or ())
+                for part in ("content", "content_none", "flags", "flags_none", "flags_any",
+                             "name_any"))))
         out.launches.append(LaunchSignature(str(entry["name"]), tuple(words["any"]),
                                             tuple(words["all"]),
                                             str(entry.get("config_flag") or ""),
                                             str(entry["because"]), str(entry["source"]),
-                                            bool(entry.get("audit", True))))
+                                            bool(entry.get("audit", True)), tuple(renamed)))
     return out
