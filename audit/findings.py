@@ -290,6 +290,34 @@ def misplaced_paths(unit) -> list[Finding]:
             for script, token, folder in unit.launch.misplaced]
 
 
+def min_version_findings(unit, root) -> list[Finding]:
+    """The launched script's own minimum version of its package (check_min_version)
+    above the version the project pins: ImportError before training."""
+    if unit.min_version is None or root is None:
+        return []
+    wanted, where, entry = unit.min_version
+    from kbsolve.audit.versions import dependency_version
+    from kbsolve.audit.detect import ProjectText
+    from kbsolve.audit.walk import walk
+    pinned = dependency_version(ProjectText(walk(root)), (entry["dependency"],))
+    if pinned is None or not pinned.pinned:
+        return []
+    from packaging.version import InvalidVersion, Version
+    try:
+        if Version(pinned.version) >= Version(wanted):
+            return []
+    except InvalidVersion:
+        return []
+    name = entry["dependency"]
+    return [Finding(kind="version", id="check_min_version", location=unit.rel,
+                    message=f"{where}: the script asks for {name} >= {wanted} "
+                            f"(check_min_version) but {pinned.where} pins "
+                            f"{name}=={pinned.version}: it raises ImportError at start",
+                    message_zh=f"{where}：脚本要求 {name} >= {wanted}，但 {pinned.where} "
+                               f"固定为 {pinned.version}：启动即 ImportError",
+                    because=entry["because"], source=entry["source"])]
+
+
 def _relative(rel: str, folder: str) -> str:
     import posixpath
     return posixpath.relpath(rel, folder)

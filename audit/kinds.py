@@ -100,6 +100,8 @@ class LaunchSignature:
     source: str
     audit: bool = True  # False: one "not audited" line
     renamed: tuple[Renamed, ...] = ()  # copies of the scripts under other names
+    min_version: dict | None = None  # {dependency, pattern, because, source}: the
+    # script's own check of the installed package's version
 
     def matches_line(self, line: str) -> bool:
         return any(word in line for word in self.any) and all(w in line for w in self.all)
@@ -192,5 +194,22 @@ def _load(kb, framework: str) -> KindData:
                                             tuple(words["all"]),
                                             str(entry.get("config_flag") or ""),
                                             str(entry["because"]), str(entry["source"]),
-                                            bool(entry.get("audit", True)), tuple(renamed)))
+                                            bool(entry.get("audit", True)), tuple(renamed),
+                                            _min_version(entry.get("min_version"), fail,
+                                                         ("launches", i, "min_version"))))
     return out
+
+
+def _min_version(entry, fail, at) -> dict | None:
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not all(entry.get(f) for f in
+                                              ("dependency", "pattern", "because", "source")):
+        raise fail("min_version needs dependency, pattern, because and source", at)
+    try:
+        pattern = re.compile(str(entry["pattern"]))
+    except re.error as error:
+        raise fail(f"min_version pattern: {error}", at) from None
+    if "version" not in pattern.groupindex:
+        raise fail("min_version pattern: needs a (?P<version>...) group", at)
+    return {**entry, "pattern": pattern}

@@ -30,6 +30,7 @@ class LaunchLine:
     config_file: str | None = None  # the framework's own config (a TOML), as written
     script: str = ""  # the module or script the line runs, as written
     read_as: str = ""  # a copy under another name: why it is read as `script`
+    script_rel: str = ""  # the script as a file of the project, when it holds it
 
 
 def launch_lines(framework: str, signatures, rel: str, text: str,
@@ -64,6 +65,7 @@ def launch_lines(framework: str, signatures, rel: str, text: str,
                              re.search(r"\.(ya?ml|json)$", tokens[start + 1])):
             continue  # a config file named after the module: the config's own launch
         item = LaunchLine(framework, kind.name, rel, number, script=tokens[start])
+        item.script_rel = _script_file(tokens[start], rel, read)
         if copy is not None:
             item.script, item.read_as = copy
         _flags(tokens[start + 1:], item, rel, number)
@@ -84,6 +86,17 @@ def launch_lines(framework: str, signatures, rel: str, text: str,
             item.spans.pop(kind.config_flag, None)
         found.append(item)
     return found
+
+
+def _script_file(script: str, rel: str, read) -> str:
+    """The project file a line's script is (from the launcher's folder, else the
+    root), or ""."""
+    if read is None or "$" in script or script.startswith("/"):
+        return ""
+    for path in (posixpath.join(posixpath.dirname(rel), script), script):
+        if read(posixpath.normpath(path)) is not None:
+            return posixpath.normpath(path)
+    return ""
 
 
 def _renamed(signatures, tokens: list[str], rel: str, read):

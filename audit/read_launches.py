@@ -54,6 +54,13 @@ def _unit(kb: KnowledgeBase, tree, texts, framework: str, line: LaunchLine, make
     unit.launch = line.launch
     if line.read_as:
         unit.notes.append(f"{line.rel}:{line.line}: {line.read_as}")
+    signature = next(s for s in kinds.kind_data(kb, framework).launches if s.name == line.kind)
+    if signature.min_version and line.script_rel:
+        text = texts.text(line.script_rel) or ""
+        match = signature.min_version["pattern"].search(text)
+        if match:
+            where = f"{line.script_rel}:{text[:match.start()].count(chr(10)) + 1}"
+            unit.min_version = (match.group("version"), where, signature.min_version)
     args = main_file(kb, framework, "launch")
     values, spans = _expanded(kb, framework, unit, line)
     if line.config_file is not None:

@@ -38,6 +38,7 @@ class Unit:
     file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
     accepted: str = "training"  # which table of the parser's accepted keys applies
     warnings: tuple[str, ...] = ()  # a keys-only unit: the KB warnings its kind is judged by
+    min_version: tuple | None = None  # (version, "script:line", kinds' min_version entry)
     missing: dict[str, str] = field(default_factory=dict)  # key -> a path not in the project
     unreadable: dict[str, str] = field(default_factory=dict)  # key -> why its file is unusable
 

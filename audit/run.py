@@ -192,6 +192,7 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     refusals += find.launch_findings(unit, hardware) + find.missing_keys(kb, unit.framework, main)
     refusals += find.unreadable_files(unit) + find.launcher_findings(kb, unit, main)
     refusals += find.override_findings(kb, unit) + find.misplaced_paths(unit)
+    refusals += find.min_version_findings(unit, root)
     refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
                                    [e.rel for e in tree_files(root)] if unit.missing else [])
     refused_keys = [f for f in key_found if f.kind != "no_op"]  # no_op: parsed, not read

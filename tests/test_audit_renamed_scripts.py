@@ -60,3 +60,25 @@ def test_a_vendored_full_fine_tune_is_not_read_as_the_lora_script(capsys, tmp_pa
                                      f"--guidance_scale=1 --rank=4\n")
     code, err = audit(capsys, tmp_path)
     assert code == 2 and "no training config or script" in err
+
+
+def test_a_vendored_script_newer_than_the_pinned_diffusers_is_an_error(capsys, tmp_path):
+    """check_min_version raises ImportError when the installed diffusers is older
+    (diffusers src/diffusers/utils/__init__.py:165-175 @58eb52c0)."""
+    (tmp_path / "train_dreambooth_lora_sd3.py").write_text(
+        'from diffusers.utils import check_min_version\n\ncheck_min_version("0.33.0.dev0")\n')
+    (tmp_path / "run.zsh").write_text(
+        "accelerate launch train_dreambooth_lora_sd3.py --pretrained_model_name_or_path="
+        "stabilityai/stable-diffusion-3-medium-diffusers --instance_data_dir=d "
+        "--instance_prompt=x --resolution=512 --train_batch_size=1\n")
+    (tmp_path / "requirements.txt").write_text("torch==2.6.0\ndiffusers==0.32.2\n")
+    code, report = audit(capsys, tmp_path)
+    [unit] = [u for u in report["units"] if u["kind"] == "launch"]
+    [error] = [f for f in unit["errors"] if f["kind"] == "version"]
+    assert error["location"] == "run.zsh"
+    assert "train_dreambooth_lora_sd3.py:3" in error["message"]
+    assert ">= 0.33.0.dev0" in error["message"] and "requirements.txt:2" in error["message"]
+    (tmp_path / "requirements.txt").write_text("diffusers==0.33.1\n")
+    code, report = audit(capsys, tmp_path)
+    [unit] = [u for u in report["units"] if u["kind"] == "launch"]
+    assert not [f for f in unit["errors"] if f["kind"] == "version"]
