@@ -318,6 +318,67 @@ def min_version_findings(unit, root) -> list[Finding]:
                     because=entry["because"], source=entry["source"])]
 
 
+def media_findings(kb: KnowledgeBase, unit, main: FlatFile, root) -> list[Finding]:
+    """Datasets whose dataset_info.json entry has media columns (audit.yaml
+    media_datasets): dropped by a text-only stage, refused by a template without a
+    multimodal plugin. Judged only where the project holds that dataset_info.json."""
+    import json
+    import posixpath
+    from pathlib import Path
+    from kbsolve.audit.audit_data import audit_data
+    media = audit_data(kb, unit.framework).media
+    if media is None or root is None or not main.values.get("dataset"):
+        return []
+    folder = str(main.values.get("dataset_dir") or media.dataset_dir)
+    if folder.startswith(("/", "~")) or folder == "ONLINE":
+        return []
+    bases, here = [unit.launch.directory] if unit.launch.directory is not None else [], \
+        posixpath.dirname(main.rel)
+    while True:
+        bases.append(here)
+        if not here:
+            break
+        here = posixpath.dirname(here)
+    info = None
+    for base in bases:
+        path = Path(root) / base / folder / "dataset_info.json"
+        if path.is_file():
+            try:
+                info = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return []
+            break
+    if not isinstance(info, dict):
+        return []
+    with_media = []
+    for name in str(main.values["dataset"]).split(","):
+        entry = info.get(name.strip())
+        columns = entry.get("columns") if isinstance(entry, dict) else None
+        kinds_found = [c for c in media.columns if isinstance(columns, dict) and columns.get(c)]
+        if kinds_found:
+            with_media.append(f"{name.strip()} ({', '.join(kinds_found)})")
+    if not with_media:
+        return []
+    stage = str(main.values.get("stage") or kb.options[f"{unit.framework}.stage"].default)
+    where = str(main.spans.get("dataset") or main.rel)
+    shown = ", ".join(with_media)
+    if stage in media.text_only_stages:
+        return [Finding(kind="media_dropped", id="dataset", location=where,
+                        message=f"stage {stage} on {shown}: {media.dropped_because}",
+                        message_zh=f"stage {stage} 使用含媒体的数据集 {shown}：只保留第一条消息的文本，"
+                                   f"图像与后续消息被静默丢弃",
+                        because=media.dropped_because, source=media.dropped_source)]
+    template = main.values.get("template")
+    if template is None or str(template) in media.templates:
+        return []
+    return [Finding(kind="media_template", id="template",
+                    location=str(main.spans.get("template") or main.rel),
+                    message=f"template {template} has no multimodal plugin, and dataset {shown} "
+                            f"has media: {media.refused_because}",
+                    message_zh=f"模板 {template} 没有多模态插件，而数据集 {shown} 含媒体：预处理报错",
+                    because=media.refused_because, source=media.refused_source)]
+
+
 def _relative(rel: str, folder: str) -> str:
     import posixpath
     return posixpath.relpath(rel, folder)

@@ -193,12 +193,14 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     refusals += find.unreadable_files(unit) + find.launcher_findings(kb, unit, main)
     refusals += find.override_findings(kb, unit) + find.misplaced_paths(unit)
     refusals += find.min_version_findings(unit, root)
+    media = find.media_findings(kb, unit, main, root)  # dropped media: silent; refused: error
     refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
                                    [e.rel for e in tree_files(root)] if unit.missing else [])
     refused_keys = [f for f in key_found if f.kind != "no_op"]  # no_op: parsed, not read
+    refusals += [f for f in media if f.kind == "media_template"]
     out.errors = enforced + (refused_keys if rejected else []) + refusals
     out.silent = ([f for f in key_found if f.kind == "no_op"] if rejected else key_found) + \
-        ignored + \
+        ignored + [f for f in media if f.kind == "media_dropped"] + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
     out.silent, logged = logged_apart(kb, unit.framework, out.silent)
     if logged:  # not silent: the framework says them when the run starts

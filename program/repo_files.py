@@ -107,6 +107,20 @@ class OverrideForm:
 
 
 @dataclass(frozen=True)
+class MediaDatasets:
+    """Datasets with media columns (dataset_info.json): the stages that keep only
+    the text, and the templates that have a multimodal plugin."""
+    columns: tuple[str, ...]
+    dataset_dir: str
+    text_only_stages: tuple[str, ...]
+    templates: frozenset[str]
+    dropped_because: str
+    dropped_source: str
+    refused_because: str
+    refused_source: str
+
+
+@dataclass(frozen=True)
 class Threshold:
     """The least gain, by the estimate, for which the audit recommends a change."""
     memory_gib: Fraction
@@ -139,6 +153,7 @@ class AuditData:
     required_keys: list[RequiredKey] = field(default_factory=list)
     launcher_needs: list[LauncherNeeds] = field(default_factory=list)
     override_forms: list[OverrideForm] = field(default_factory=list)
+    media: MediaDatasets | None = None
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
@@ -231,6 +246,15 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         _need(entry, ("launcher", "key", "because", "source"), fail, at)
         out.launcher_needs.append(LauncherNeeds(str(entry["launcher"]), str(entry["key"]),
                                                 str(entry["because"]), str(entry["source"])))
+    media = data.get("media_datasets")
+    if media is not None:
+        fields = ("columns", "dataset_dir", "text_only_stages", "templates", "dropped_because",
+                  "dropped_source", "refused_because", "refused_source")
+        _need(media, fields, fail, ("media_datasets",))
+        out.media = MediaDatasets(tuple(map(str, media["columns"])), str(media["dataset_dir"]),
+                                  tuple(map(str, media["text_only_stages"])),
+                                  frozenset(map(str, media["templates"])),
+                                  *(str(media[f]) for f in fields[4:]))
     for i, entry in enumerate(data.get("override_forms") or []):
         at = ("override_forms", i)
         _need(entry, ("launcher", "form", "because", "source"), fail, at)

@@ -182,3 +182,39 @@ def test_the_familys_own_generic_and_shared_templates_are_fine(capsys, tmp_path)
     for template in ("qwen3", "qwen3_nothink", "default", "alpaca", "empty"):
         assert not _template_warned(capsys, tmp_path, template), template
     assert not _template_warned(capsys, tmp_path, "gemma", model="gemma2-9b")  # one row
+
+
+# ---- datasets with images: text-only stages and templates without a plugin -------
+
+INFO = ('{"caps": {"file_name": "caps.json", "formatting": "sharegpt", '
+        '"columns": {"messages": "conversations", "images": "image"}}, '
+        '"text": {"file_name": "text.json"}}')
+
+
+def _media(capsys, tmp_path, stage, template, dataset="caps"):
+    (tmp_path / "data").mkdir(exist_ok=True)
+    (tmp_path / "data" / "dataset_info.json").write_text(INFO)
+    text = GOOD.replace("stage: sft", f"stage: {stage}").replace("dataset: my_data",
+                                                                 f"dataset: {dataset}")
+    (tmp_path / "train.yaml").write_text(text.replace("template: qwen3", f"template: {template}"))
+    [unit] = audit(capsys, tmp_path)["units"]
+    return [(f["kind"], f["id"]) for f in unit["errors"] + unit["silent"]
+            if f["kind"].startswith("media_")]
+
+
+def test_pretraining_on_an_image_dataset_drops_the_images(capsys, tmp_path):
+    """pretrain.py:27-30 @ff6d4d12 keeps messages[0]['content'] only."""
+    assert _media(capsys, tmp_path, "pt", "qwen2_vl") == [("media_dropped", "dataset")]
+
+
+def test_an_image_dataset_with_a_text_only_template_is_refused(capsys, tmp_path):
+    """mm_plugin.py:147-170: the base plugin raises on images."""
+    assert _media(capsys, tmp_path, "sft", "qwen") == [("media_template", "template")]
+    assert _media(capsys, tmp_path, "sft", "qwen2_vl") == []
+    assert _media(capsys, tmp_path, "sft", "qwen", dataset="text") == []
+
+
+def test_no_dataset_info_in_the_project_is_not_judged(capsys, tmp_path):
+    (tmp_path / "train.yaml").write_text(GOOD.replace("stage: sft", "stage: pt"))
+    [unit] = audit(capsys, tmp_path)["units"]
+    assert not [f for f in unit["errors"] + unit["silent"] if f["kind"].startswith("media_")]
