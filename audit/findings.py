@@ -135,6 +135,13 @@ def meant_options(kb: KnowledgeBase, framework: str, main_name: str,
     return found
 
 
+def refused_keys(kb: KnowledgeBase, framework: str, main: FlatFile, kind: str,
+                 env: dict | None = None) -> tuple[list[Finding], list[str]]:
+    """Every key of `main` checked against the parser's table `kind` alone (a file
+    the KB's options do not describe): the refused ones as errors, the rest kept."""
+    return _refused(kb, framework, main, {}, [], list(main.values), kind, env or {})
+
+
 def _refused(kb: KnowledgeBase, framework: str, main: FlatFile, main_keys: dict,
              findings: list[Finding], unknown: list[str], kind: str,
              env: dict) -> tuple[list[Finding], list[str]]:
@@ -186,21 +193,29 @@ def value_findings(ctx: Context, reading: Reading, files: dict[str, FlatFile],
                              fix={yaml_key: shown[1] if shown else None}))
     for key, value in ctx.user.items():
         option = kb.options[key]
-        if option.when is None or value == option.default:
+        if option.when is None:
             continue
+        unset = sorted(k for k in options_used(option.when) if k not in ctx.user)
+        if value == option.default and not unset:
+            continue  # a default left beside a setting the user chose: nothing meant
         try:
             active = ctx.holds(option.when)
         except Undecided:
             continue
         if not active and not _switched_off(ctx, option.when):
-            yaml_key = reading.where[key][1]
+            # written, even at its default, while what it needs is left unset
+            yaml_key = reading.where[key][1]  # (a switch written off is a choice, no finding)
+            needs = ", ".join(k.split(".", 1)[1] for k in unset)
             found.append(Finding(kind="no_op", id=yaml_key, location=reading.span(files, key),
                                  message_zh=f"{yaml_key}: {_shown(value)} 在此配置中不生效"
-                                            f"（只在另一设置下起作用）",
+                                            f"（只在另一设置下起作用"
+                                            + (f"；未设置 {needs}" if needs else "") + "）",
                                  message=f"{yaml_key}: {_shown(value)} has no effect in this "
-                                         f"config (it applies only under another setting)",
+                                         f"config (it applies only under another setting"
+                                         + (f"; {needs} is not set" if needs else "") + ")",
                                  because=option.meta.doc, source=option.meta.source,
-                                 fix={yaml_key: None}))
+                                 fix={} if value == option.default else {yaml_key: None}))
+            # a default spelt out: deleting it changes nothing, and it says what was meant
     for warning in kb.of(kb.warnings, ctx.framework):
         involved = options_used(warning.expr)
         if not (involved & reading.where.keys()) and (involved or not facts_used(warning.expr)):
@@ -277,6 +292,150 @@ def launcher_findings(kb: KnowledgeBase, unit, main: FlatFile) -> list[Finding]:
                     because=need.because, source=need.source)
             for need in audit_data(kb, unit.framework).launcher_needs
             if unit.launch.launcher == need.launcher and need.key not in main.values]
+
+
+def override_findings(kb: KnowledgeBase, unit) -> list[Finding]:
+    """Arguments after the config on a launch line that the launcher does not read
+    as overrides (audit.yaml override_forms): `llamafactory-cli train cfg.yaml
+    --cutoff_len 512`, where LlamaFactory reads only cutoff_len=512."""
+    from kbsolve.audit.audit_data import audit_data
+    forms = {f.launcher: f for f in audit_data(kb, unit.framework).override_forms}
+    found = []
+    for script, launcher, args in unit.launch.after_config:
+        form = forms.get(launcher)
+        dashed = [a for a in args if a.startswith("-")]
+        if form is None or not dashed:
+            continue
+        right, i = [], 0
+        while i < len(args):
+            key, eq, value = args[i].lstrip("-").partition("=")
+            if args[i].startswith("-") and not eq and i + 1 < len(args) and \
+                    not args[i + 1].startswith("-"):
+                value, eq, i = args[i + 1], "=", i + 1
+            right.append(f"{key.replace('-', '_')}={value}" if eq else f"{key}=true")
+            i += 1
+        shown = " ".join(right[:3]) + (" ..." if len(right) > 3 else "")
+        found.append(Finding(
+            kind="override_form", id=dashed[0], location=script,
+            message=f"{script}: {launcher} reads the arguments after {unit.rel} as "
+                    f"{form.form}, so {', '.join(dashed[:4])}"
+                    f"{' ...' if len(dashed) > 4 else ''} and their values are refused as "
+                    f"unknown keys; write them as {shown}",
+            message_zh=f"{script}：{launcher} 以 {form.form} 形式读取 {unit.rel} 之后的参数，"
+                       f"{', '.join(dashed[:4])} 会被当作未知键拒绝；应写成 {shown}",
+            because=form.because, source=form.source))
+    return found
+
+
+def misplaced_paths(unit) -> list[Finding]:
+    """A launch line that runs after the script's `cd` and names the config by a path
+    that exists only from where the script started: the launcher gets no such file."""
+    return [Finding(kind="launch_path", id=token, location=script,
+                    message=f"{script}: after 'cd {folder}' the line names {token}, which "
+                            f"is {folder}/{token.removeprefix('./')} from there and does not "
+                            f"exist; from {folder} the config is "
+                            f"{_relative(unit.rel, folder)}",
+                    message_zh=f"{script}：执行 cd {folder} 之后，{token} 指向的文件不存在；"
+                               f"应为 {_relative(unit.rel, folder)}",
+                    because="a relative path on a command line is resolved from the "
+                            "shell's working directory, which the script's cd has changed",
+                    source="POSIX sh: cd changes the working directory of the commands "
+                           "that follow; open(2) resolves a relative path from it")
+            for script, token, folder in unit.launch.misplaced]
+
+
+def min_version_findings(unit, root) -> list[Finding]:
+    """The launched script's own minimum version of its package (check_min_version)
+    above the version the project pins: ImportError before training."""
+    if unit.min_version is None or root is None:
+        return []
+    wanted, where, entry = unit.min_version
+    from kbsolve.audit.versions import dependency_version
+    from kbsolve.audit.detect import ProjectText
+    from kbsolve.audit.walk import walk
+    pinned = dependency_version(ProjectText(walk(root)), (entry["dependency"],))
+    if pinned is None or not pinned.pinned:
+        return []
+    from packaging.version import InvalidVersion, Version
+    try:
+        if Version(pinned.version) >= Version(wanted):
+            return []
+    except InvalidVersion:
+        return []
+    name = entry["dependency"]
+    return [Finding(kind="version", id="check_min_version", location=unit.rel,
+                    message=f"{where}: the script asks for {name} >= {wanted} "
+                            f"(check_min_version) but {pinned.where} pins "
+                            f"{name}=={pinned.version}: it raises ImportError at start",
+                    message_zh=f"{where}：脚本要求 {name} >= {wanted}，但 {pinned.where} "
+                               f"固定为 {pinned.version}：启动即 ImportError",
+                    because=entry["because"], source=entry["source"])]
+
+
+def media_findings(kb: KnowledgeBase, unit, main: FlatFile, root) -> list[Finding]:
+    """Datasets whose dataset_info.json entry has media columns (audit.yaml
+    media_datasets): dropped by a text-only stage, refused by a template without a
+    multimodal plugin. Judged only where the project holds that dataset_info.json."""
+    import json
+    import posixpath
+    from pathlib import Path
+    from kbsolve.audit.audit_data import audit_data
+    media = audit_data(kb, unit.framework).media
+    if media is None or root is None or not main.values.get("dataset"):
+        return []
+    folder = str(main.values.get("dataset_dir") or media.dataset_dir)
+    if folder.startswith(("/", "~")) or folder == "ONLINE":
+        return []
+    bases, here = [unit.launch.directory] if unit.launch.directory is not None else [], \
+        posixpath.dirname(main.rel)
+    while True:
+        bases.append(here)
+        if not here:
+            break
+        here = posixpath.dirname(here)
+    info = None
+    for base in bases:
+        path = Path(root) / base / folder / "dataset_info.json"
+        if path.is_file():
+            try:
+                info = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return []
+            break
+    if not isinstance(info, dict):
+        return []
+    with_media = []
+    for name in str(main.values["dataset"]).split(","):
+        entry = info.get(name.strip())
+        columns = entry.get("columns") if isinstance(entry, dict) else None
+        kinds_found = [c for c in media.columns if isinstance(columns, dict) and columns.get(c)]
+        if kinds_found:
+            with_media.append(f"{name.strip()} ({', '.join(kinds_found)})")
+    if not with_media:
+        return []
+    stage = str(main.values.get("stage") or kb.options[f"{unit.framework}.stage"].default)
+    where = str(main.spans.get("dataset") or main.rel)
+    shown = ", ".join(with_media)
+    if stage in media.text_only_stages:
+        return [Finding(kind="media_dropped", id="dataset", location=where,
+                        message=f"stage {stage} on {shown}: {media.dropped_because}",
+                        message_zh=f"stage {stage} 使用含媒体的数据集 {shown}：只保留第一条消息的文本，"
+                                   f"图像与后续消息被静默丢弃",
+                        because=media.dropped_because, source=media.dropped_source)]
+    template = main.values.get("template")
+    if template is None or str(template) in media.templates:
+        return []
+    return [Finding(kind="media_template", id="template",
+                    location=str(main.spans.get("template") or main.rel),
+                    message=f"template {template} has no multimodal plugin, and dataset {shown} "
+                            f"has media: {media.refused_because}",
+                    message_zh=f"模板 {template} 没有多模态插件，而数据集 {shown} 含媒体：预处理报错",
+                    because=media.refused_because, source=media.refused_source)]
+
+
+def _relative(rel: str, folder: str) -> str:
+    import posixpath
+    return posixpath.relpath(rel, folder)
 
 
 def unreadable_files(unit) -> list[Finding]:

@@ -12,7 +12,8 @@ from kbsolve.program.repo_files import side_yaml
 
 _DEPS = re.compile(r"(^|/)(requirements[^/]*\.(txt|in)|pyproject\.toml|setup\.(py|cfg)|"
                    r"environment\.ya?ml|Pipfile|poetry\.lock)$", re.I)
-_SHELL = re.compile(r"(^|/)(Makefile|makefile|GNUmakefile|[^/]+\.(sh|bash|mk|slurm|sbatch))$")
+_SHELL = re.compile(r"(^|/)(Makefile|makefile|GNUmakefile|[^/]+\.(sh|bash|zsh|ksh|mk|slurm|"
+                    r"sbatch))$")  # zsh and ksh run the same command lines as sh
 _README = re.compile(r"(^|/)README[^/]*$", re.I)
 
 
@@ -55,11 +56,35 @@ class FileKind:
     because: str
     source: str
     keys: str = "training"  # the table of accepted keys that applies (accepted_keys.yaml); "none"
+    # (a kind that is not audited is checked for keys only where it names a table)
+    warnings: tuple[str, ...] = ()  # KB warnings judged on a kind that is not audited
 
     def matches(self, values: dict[str, Any]) -> bool:
         return all(_holds(c, values) for c in self.all) and \
             (not self.any or any(_holds(c, values) for c in self.any)) and \
             not any(_holds(c, values) for c in self.none)
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A known script under another name: by the copy's text, else by the flags."""
+    script: str
+    content: tuple[str, ...]
+    content_none: tuple[str, ...]
+    flags: tuple[str, ...]
+    flags_none: tuple[str, ...]
+    flags_any: tuple[str, ...]
+    name_any: tuple[str, ...]
+
+    def by_text(self, text: str) -> bool:
+        return all(w in text for w in self.content) and \
+            not any(w in text for w in self.content_none)
+
+    def by_flags(self, name: str, flags) -> bool:
+        return all(f in flags for f in self.flags) and \
+            not any(f in flags for f in self.flags_none) and \
+            (any(f in flags for f in self.flags_any) or
+             any(w in name.lower() for w in self.name_any))
 
 
 @dataclass(frozen=True)
@@ -74,6 +99,9 @@ class LaunchSignature:
     because: str
     source: str
     audit: bool = True  # False: one "not audited" line
+    renamed: tuple[Renamed, ...] = ()  # copies of the scripts under other names
+    min_version: dict | None = None  # {dependency, pattern, because, source}: the
+    # script's own check of the installed package's version
 
     def matches_line(self, line: str) -> bool:
         return any(word in line for word in self.any) and all(w in line for w in self.all)
@@ -145,7 +173,8 @@ def _load(kb, framework: str) -> KindData:
                 raise fail("a look-alike of another framework is never audited", at)
             into.append(FileKind(str(entry["name"]), bool(audit), lists["all"], lists["any"],
                                  lists["none"], str(entry["because"]), str(entry["source"]),
-                                 str(entry.get("keys", "training"))))
+                                 str(entry.get("keys", "training" if audit else "none")),
+                                 tuple(str(w) for w in entry.get("warnings") or ())))
     for i, entry in enumerate(data.get("launches") or []):
         at = ("launches", i)
         if not isinstance(entry, dict) or not all(entry.get(f) for f in
@@ -155,9 +184,37 @@ def _load(kb, framework: str) -> KindData:
         if not all(isinstance(w, list) and all(isinstance(x, str) and x for x in w)
                    for w in words.values()):
             raise fail("any, all: lists of words", at)
+        renamed = []
+        for j, copy in enumerate(entry.get("renamed") or []):
+            if not isinstance(copy, dict) or not all(copy.get(f) for f in
+                                                     ("script", "because", "source")) or \
+                    copy["script"] not in words["any"]:
+                raise fail("renamed: an entry needs script (one of any), because and source",
+                           ("launches", i, "renamed", j))
+            renamed.append(Renamed(str(copy["script"]), *(
+                tuple(str(w) for w in copy.get(part) or ())
+                for part in ("content", "content_none", "flags", "flags_none", "flags_any",
+                             "name_any"))))
         out.launches.append(LaunchSignature(str(entry["name"]), tuple(words["any"]),
                                             tuple(words["all"]),
                                             str(entry.get("config_flag") or ""),
                                             str(entry["because"]), str(entry["source"]),
-                                            bool(entry.get("audit", True))))
+                                            bool(entry.get("audit", True)), tuple(renamed),
+                                            _min_version(entry.get("min_version"), fail,
+                                                         ("launches", i, "min_version"))))
     return out
+
+
+def _min_version(entry, fail, at) -> dict | None:
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not all(entry.get(f) for f in
+                                              ("dependency", "pattern", "because", "source")):
+        raise fail("min_version needs dependency, pattern, because and source", at)
+    try:
+        pattern = re.compile(str(entry["pattern"]))
+    except re.error as error:
+        raise fail(f"min_version pattern: {error}", at) from None
+    if "version" not in pattern.groupindex:
+        raise fail("min_version pattern: needs a (?P<version>...) group", at)
+    return {**entry, "pattern": pattern}

@@ -40,6 +40,11 @@ class LaunchInfo:
     launcher: str = ""  # "accelerate launch", "torchrun", ... of the line naming the config
     directory: str | None = None  # where that line runs, relative to the project root
     config_file: str | None = None  # accelerate's --config_file, as resolved from directory
+    after_config: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    # (script, launcher, the arguments after the config's path) of each line naming it
+    misplaced: list[tuple[str, str, str]] = field(default_factory=list)
+    # (script, path as written, folder the line runs in): a line that runs after a `cd`
+    # and names the config by a path that is the config only from elsewhere
 
     @property
     def gpus(self) -> int | None:
@@ -90,6 +95,10 @@ def launch_of(scripts: dict[str, str], config_rel: str, known: set[str]) -> Laun
             where = _names(line, config_rel, base, rel, variables)
             if where is None:
                 continue
+            if base and where != base:  # after the script's cd, that path is not there
+                token = next((t for t in _tokens(line, variables)
+                              if _names(t, config_rel, where, rel, {}) is not None), "")
+                info.misplaced.append((rel, token, base))
             if rel not in info.scripts:
                 info.scripts.append(rel)
             for other in lines:  # the script's exported variables
@@ -103,8 +112,11 @@ def launch_of(scripts: dict[str, str], config_rel: str, known: set[str]) -> Laun
             for name, value in _ENV.findall(prefix.group(1) if prefix else ""):
                 info.env[name] = _default(value.strip("\"'"))
             _counts(info, _expand(line, variables))
-            info.launcher = info.launcher or next(
+            launcher = next(
                 (n for n in LAUNCHERS if re.search(rf"(^|[\s;&|]){re.escape(n)}(\s|$)", line)), "")
+            info.launcher = info.launcher or launcher
+            info.after_config.append((rel, launcher,
+                                      _after(line, config_rel, where, rel, variables)))
             if info.directory is None:
                 info.directory = where
             found = _CONFIG_FILE.search(line)
@@ -170,13 +182,30 @@ def _directory(before: list[str], script: str, variables: dict[str, str],
     return folder
 
 
+def _tokens(line: str, variables: dict[str, str]) -> list[str]:
+    try:
+        return shlex.split(_expand(line, variables), comments=False, posix=True)
+    except ValueError:
+        return _expand(line, variables).split()
+
+
+def _after(line: str, config_rel: str, folder: str, script: str,
+           variables: dict[str, str]) -> list[str]:
+    """The arguments after the config's path on the line (up to a command separator)."""
+    tokens = _tokens(line, variables)
+    for i, token in enumerate(tokens):
+        if _names(token, config_rel, folder, script, {}) is not None:
+            rest = tokens[i + 1:]
+            end = next((j for j, t in enumerate(rest) if t in (";", "&&", "||", "|", "&")),
+                       len(rest))
+            return rest[:end]
+    return []
+
+
 def _names(line: str, config_rel: str, base: str | None, script: str,
            variables: dict[str, str]) -> str | None:
     """The directory from which a path on the line is the config, or None."""
-    try:
-        tokens = shlex.split(_expand(line, variables), comments=False, posix=True)
-    except ValueError:
-        tokens = _expand(line, variables).split()
+    tokens = _tokens(line, variables)
     for token in tokens:
         token = token.split("=", 1)[1] if token.startswith("-") and "=" in token else token
         if not _PATHLIKE.search(token) or "$" in token:

@@ -147,7 +147,8 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         present = True
         if mapping is not None and candidates is not None:
             kept = [c for c in candidates if _written(mapping.get(c, c), raw, paths, option)
-                    or (mapping.get(c, c) is None and _spelt_out(option, emit.target, flag_files)
+                    or (mapping.get(c, c) is None and _spelt_out(option, emit.target, flag_files,
+                                                                  c)
                         and _written(c, raw, paths, option))]  # a default, spelt out
             alias = None if kept else _value_alias(option, raw)
             if alias is not None:
@@ -193,11 +194,14 @@ def _read_one(kb: KnowledgeBase, option: Option, files: dict[str, FlatFile], pat
         else candidates[0]
 
 
-def _spelt_out(option: Option, target: str, flag_files: set[str]) -> bool:
+def _spelt_out(option: Option, target: str, flag_files: set[str], value: Any = None) -> bool:
     """Whether writing a value the KB omits (`map { false: omit }`) means that value:
-    for a bool (false is the framework's own default) and for any flag; not for a
-    value standing for Python's None (LlamaFactory's quantization_bit 0)."""
-    return option.type.kind == "bool" or target in flag_files
+    for a bool (false is the framework's own default), for any flag, and for an
+    enum's named value (LlamaFactory's `quantization_method: bnb`, its own default's
+    name); not for a value standing for Python's None (LlamaFactory's
+    quantization_bit 0, an enum's "none" or "")."""
+    return option.type.kind == "bool" or target in flag_files or \
+        (option.type.kind == "enum" and str(plain(value)) not in ("none", ""))
 
 
 def _as_written(option: Option, value: Any) -> bool:

@@ -113,7 +113,7 @@ class BestPlan(BaseModel):
 
 class UnitReport(BaseModel):
     framework: str
-    kind: Literal["config", "launch", "code"]
+    kind: Literal["config", "launch", "code", "keys"]  # keys: only refused keys checked
     path: str
     file_kind: str = Field("", description="the KB's file kind, when one matched")
     files: dict[str, str] = Field(default_factory=dict)

@@ -25,14 +25,17 @@ def launch_units(kb: KnowledgeBase, tree, texts, make_unit, skipped: list[str]) 
         if not signatures:
             continue
         words = {w for s in signatures for w in s.any}
+        copies = any(s.renamed for s in signatures)  # a known script under another name
+        known = tree.by_rel()
         for entry in tree.files:
             readme = kinds.is_readme(entry.rel)
             if not (kinds.is_shell(entry.rel) or readme):
                 continue
             text = texts.text(entry.rel) or ""
-            if not any(w in text for w in words):
+            if not any(w in text for w in words) and not (copies and ".py" in text):
                 continue
-            lines = launch_lines(framework, signatures, entry.rel, text, readme)
+            lines = launch_lines(framework, signatures, entry.rel, text, readme,
+                                 lambda rel: texts.text(rel) if rel in known else None)
             for line in lines:
                 signature = next(s for s in signatures if s.name == line.kind)
                 where = entry.rel if len(lines) == 1 else f"{entry.rel}:{line.line}"
@@ -49,6 +52,15 @@ def _unit(kb: KnowledgeBase, tree, texts, framework: str, line: LaunchLine, make
     fw = kb.frameworks[framework]
     unit = make_unit(framework, where, [f"{line.kind} (line {line.line})"])
     unit.launch = line.launch
+    if line.read_as:
+        unit.notes.append(f"{line.rel}:{line.line}: {line.read_as}")
+    signature = next(s for s in kinds.kind_data(kb, framework).launches if s.name == line.kind)
+    if signature.min_version and line.script_rel:
+        text = texts.text(line.script_rel) or ""
+        match = signature.min_version["pattern"].search(text)
+        if match:
+            where = f"{line.script_rel}:{text[:match.start()].count(chr(10)) + 1}"
+            unit.min_version = (match.group("version"), where, signature.min_version)
     args = main_file(kb, framework, "launch")
     values, spans = _expanded(kb, framework, unit, line)
     if line.config_file is not None:

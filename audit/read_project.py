@@ -37,6 +37,8 @@ class Unit:
     notes: list[str] = field(default_factory=list)
     file_kind: str = ""  # the KB's file kind, when one matched (an audited kind)
     accepted: str = "training"  # which table of the parser's accepted keys applies
+    warnings: tuple[str, ...] = ()  # a keys-only unit: the KB warnings its kind is judged by
+    min_version: tuple | None = None  # (version, "script:line", kinds' min_version entry)
     missing: dict[str, str] = field(default_factory=dict)  # key -> a path not in the project
     outside: dict[str, str] = field(default_factory=dict)  # key -> a path beside one named config
     unreadable: dict[str, str] = field(default_factory=dict)  # key -> why its file is unusable
@@ -67,6 +69,7 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
     not_audited: list[str] = []
     unparsed: list[str] = []
     yamls = 0
+    keys_only: list[Unit] = []  # files of a kind not audited whose keys are checked
     for entry in tree.files:
         if not kinds.is_yaml(entry.rel):
             continue
@@ -89,7 +92,14 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
             continue
         kind = kinds.kind_of(kb, framework, values)
         if kind is not None and not kind.audit:
-            not_audited.append(f"{entry.rel}: not audited: {kind.name} ({kind.because})")
+            not_audited.append(f"{entry.rel}: not audited: {kind.name} ({kind.because})"
+                               + (f"; only the keys its parser refuses are checked"
+                                  if kind.keys != "none" else ""))
+            if kind.keys != "none":  # its parser still refuses unknown keys: errors
+                keys_only.append(Unit(framework, "keys", entry.rel,
+                                      {main_file_name(kb, framework): parsed[entry.rel]},
+                                      hits, file_kind=kind.name, accepted=kind.keys,
+                                      warnings=kind.warnings))
             continue
         units.append(Unit(framework, "config", entry.rel, {}, hits,
                           file_kind=kind.name if kind else "",
@@ -103,9 +113,16 @@ def read_project(kb: KnowledgeBase, tree: Tree) -> Project:
     units += launch_units(kb, tree, texts,
                           lambda fw, rel, signs: Unit(fw, "launch", rel, {}, signs), not_audited)
     units += _code_units(kb, tree, texts)
+    for unit in keys_only:  # the launch's environment may allow any key (ALLOW_EXTRA_ARGS)
+        _read_launch(kb, tree, texts, unit, set())
+    units += keys_only
     return Project(tree.root, signs, units, tree.notes + texts.notes, len(tree.files),
                    not_audited, max(yamls - configs - len(unparsed), 0), unparsed,
                    {fw: v for fw, v in versions.items() if v is not None})
+
+
+def main_file_name(kb: KnowledgeBase, framework: str) -> str:
+    return next(f.name for f in kb.frameworks[framework].files if f.kind == "yaml")
 
 
 def _attach(kb: KnowledgeBase, tree: Tree, texts: ProjectText, unit: Unit,

@@ -191,4 +191,31 @@ def changes(ctx: Context, main_name: str, main: FlatFile, findings: list[Finding
         key, new = written
         out.append(Change(key=key, old=main.values.get(key), new=new,
                           reason=why.get(option_key, "")))
+    return _settings_left_off(ctx, main_name, main, chosen, out)
+
+
+def _settings_left_off(ctx: Context, main_name: str, main: FlatFile, chosen: dict[str, Any],
+                       made: list[Change]) -> list[Change]:
+    """A change that turns a feature off (quantization_bit removed) takes the
+    settings that apply only under it (quantization_method) with it: left behind,
+    they would be no-ops the next audit reports."""
+    from kbsolve.audit.assess import Undecided
+    from kbsolve.dsl.ir import options_used
+    after, out = ctx.with_changes(chosen), list(made)
+    for option in ctx.kb.options_of(ctx.framework):
+        gate = options_used(option.when) & chosen.keys() if option.when is not None else set()
+        if not gate:
+            continue
+        key = next((e.key for e in option.emits if e.target == main_name), None)
+        if key is None or key not in main.values:
+            continue
+        try:
+            if not ctx.holds(option.when) or ctx.holds(option.when, after):
+                continue
+        except Undecided:
+            continue
+        names = ", ".join(sorted(k.split(".", 1)[1] for k in gate))
+        out = [c for c in out if c.key != key]  # an earlier respelling of it is moot
+        out.append(Change(key=key, old=main.values[key], removed=True,
+                          reason=f"applies only under the {names} this change removes"))
     return out

@@ -66,6 +66,8 @@ def audit_project(kb: KnowledgeBase, path: str, gpus: str | None = None,
     for unit in project.units:
         if unit.kind == "code":
             report.units.append(_code_report(kb, unit))
+        elif unit.kind == "keys":
+            report.units.append(_keys_report(kb, unit, flags, project.root))
         else:
             report.units.append(_config_report(kb, unit, flags, with_plan, allow,
                                                project.root,
@@ -91,6 +93,27 @@ def _code_report(kb: KnowledgeBase, unit: Unit) -> UnitReport:
     others = {c.id for c in config_checks(kb, unit.framework)}
     out.categories, out.score, out.points = score(kb, unit.framework, out.checks, others)
     out.recommendations = by_priority(out.checks)
+    return out
+
+
+def _keys_report(kb: KnowledgeBase, unit: Unit, flags: Flags, root: Path | None) -> UnitReport:
+    """A file of a kind the KB does not audit (an eval or chat config): only the
+    keys its own parser refuses (file_kinds.yaml `keys`), as errors, and the KB
+    warnings the kind names (`warnings`: the chat template of another family)."""
+    main_name = main_file(kb, unit.framework, "config")
+    main = unit.files[main_name]
+    out = UnitReport(framework=unit.framework, kind="keys", path=unit.rel,
+                     file_kind=unit.file_kind, files={main_name: main.rel}, signs=unit.signs,
+                     notes=[f"not audited: {unit.file_kind}; only the keys its parser refuses "
+                            f"are checked"])
+    out.errors, _ = find.refused_keys(kb, unit.framework, main, unit.accepted, unit.launch.env)
+    if unit.warnings:
+        reading = read_options(kb, unit.framework, unit.files)
+        model, _ = model_for(kb, main.values, model_folders(unit, root), flags.forced)
+        ctx = build_context(kb, unit.framework, reading.values, Hardware(), model,
+                            {key for key, _, _ in reading.odd}, flags.host_ram)
+        out.silent = [f for f in find.value_findings(ctx, reading, unit.files, main_name)
+                      if f.kind == "warning" and f.id in unit.warnings]
     return out
 
 
@@ -171,13 +194,17 @@ def _config_report(kb: KnowledgeBase, unit: Unit, flags: Flags, with_plan: bool 
     refusals, ignored = find.effect_findings(kb, reading, unit.files)
     refusals += find.launch_findings(unit, hardware) + find.missing_keys(kb, unit.framework, main)
     refusals += find.unreadable_files(unit) + find.launcher_findings(kb, unit, main)
+    refusals += find.override_findings(kb, unit) + find.misplaced_paths(unit)
+    refusals += find.min_version_findings(unit, root)
+    media = find.media_findings(kb, unit, main, root)  # dropped media: silent; refused: error
     refusals += find.missing_files(kb, unit.framework, unit.missing, main, unit.launch.directory,
                                    [e.rel for e in tree_files(root)] if unit.missing else [])
     quiet = ("no_op", "dropped")  # no_op: parsed, not read; dropped: a near miss, ignored
     refused_keys = [f for f in key_found if f.kind not in quiet]  # (or refused by newer versions)
+    refusals += [f for f in media if f.kind == "media_template"]
     out.errors = enforced + (refused_keys if rejected else []) + refusals
     out.silent = ([f for f in key_found if f.kind in quiet] if rejected else key_found) + \
-        ignored + \
+        ignored + [f for f in media if f.kind == "media_dropped"] + \
         find.value_findings(ctx, reading, unit.files, main_name) + advised
     out.silent, logged = logged_apart(kb, unit.framework, out.silent)
     if logged:  # not silent: the framework says them when the run starts

@@ -31,7 +31,12 @@ def project_version(kb, framework: str, texts) -> ProjectVersion | None:
                     line = (texts.text(entry.rel) or "")[:match.start("version")].count("\n") + 1
                     return ProjectVersion(match.group("version"), f"{entry.rel}:{line}", True)
     detector = kb.detectors.get(framework)
-    names = detector.dependencies if detector else ()
+    return dependency_version(texts, detector.dependencies if detector else ())
+
+
+def dependency_version(texts, names) -> ProjectVersion | None:
+    """The version the project's requirements give one of the package `names`:
+    a pin (==) first, else the first specifier."""
     loose = None
     for entry in texts.tree.files:
         if not names or not kinds.is_dependency_file(entry.rel):

@@ -96,6 +96,31 @@ class LauncherNeeds:
 
 
 @dataclass(frozen=True)
+class OverrideForm:
+    """How a launcher reads the arguments after the config file on its command line
+    (`llamafactory-cli train cfg.yaml key=value`): `form` is key=value; a `--key`
+    there is not read as an override."""
+    launcher: str
+    form: str
+    because: str
+    source: str
+
+
+@dataclass(frozen=True)
+class MediaDatasets:
+    """Datasets with media columns (dataset_info.json): the stages that keep only
+    the text, and the templates that have a multimodal plugin."""
+    columns: tuple[str, ...]
+    dataset_dir: str
+    text_only_stages: tuple[str, ...]
+    templates: frozenset[str]
+    dropped_because: str
+    dropped_source: str
+    refused_because: str
+    refused_source: str
+
+
+@dataclass(frozen=True)
 class Threshold:
     """The least gain, by the estimate, for which the audit recommends a change."""
     memory_gib: Fraction
@@ -128,6 +153,8 @@ class AuditData:
     advice_tips: dict[str, str] = field(default_factory=dict)  # warning id -> because
     required_keys: list[RequiredKey] = field(default_factory=list)
     launcher_needs: list[LauncherNeeds] = field(default_factory=list)
+    override_forms: list[OverrideForm] = field(default_factory=list)
+    media: MediaDatasets | None = None
     recipe_limits: list[RecipeLimit] = field(default_factory=list)
     where: str = ""
 
@@ -258,6 +285,22 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
         _need(entry, ("launcher", "key", "because", "source"), fail, at)
         out.launcher_needs.append(LauncherNeeds(str(entry["launcher"]), str(entry["key"]),
                                                 str(entry["because"]), str(entry["source"])))
+    media = data.get("media_datasets")
+    if media is not None:
+        fields = ("columns", "dataset_dir", "text_only_stages", "templates", "dropped_because",
+                  "dropped_source", "refused_because", "refused_source")
+        _need(media, fields, fail, ("media_datasets",))
+        out.media = MediaDatasets(tuple(map(str, media["columns"])), str(media["dataset_dir"]),
+                                  tuple(map(str, media["text_only_stages"])),
+                                  frozenset(map(str, media["templates"])),
+                                  *(str(media[f]) for f in fields[4:]))
+    for i, entry in enumerate(data.get("override_forms") or []):
+        at = ("override_forms", i)
+        _need(entry, ("launcher", "form", "because", "source"), fail, at)
+        if entry["form"] != "key=value":
+            raise fail("override_forms: form must be key=value", at)
+        out.override_forms.append(OverrideForm(str(entry["launcher"]), str(entry["form"]),
+                                               str(entry["because"]), str(entry["source"])))
     for i, entry in enumerate(data.get("recipe_limits") or []):
         at = ("recipe_limits", i)
         _need(entry, ("option", "above", "because", "source"), fail, at)

@@ -32,6 +32,9 @@ def markdown(report: AuditReport, lang: str = "en") -> str:
 def _unit(unit: UnitReport, lang: str) -> list[str]:
     w = words(lang)
     lines = [f"## {w['title'].format(fw=unit.framework)}: {unit.path}", ""]
+    if unit.kind == "keys":  # a kind not audited: only the keys its parser refuses
+        lines += _findings(w["errors"], unit.errors, w, lang)
+        return lines + _list(w["notes"], unit.notes)
     lines.append(f"### {w['basic']}")
     for key, value in unit.basic.items():
         lines.append(f"- {w.get(key, key)}: {value}")
