@@ -141,9 +141,10 @@ def kind_data(kb, framework: str) -> KindData:
     return cache[framework]
 
 
-_KIND = ("name", "all", "any", "none", "audit", "keys", "because", "source")
+_KIND = ("name", "all", "any", "none", "audit", "keys", "warnings", "because", "source")
 SECTIONS = {"kinds": _KIND, "lookalikes": _KIND,  # file_kinds.yaml: the fields of entries
-            "launches": ("name", "any", "all", "config_flag", "audit", "because", "source")}
+            "launches": ("name", "any", "all", "config_flag", "audit", "min_version", "renamed",
+                         "because", "source")}
 
 
 def _load(kb, framework: str) -> KindData:

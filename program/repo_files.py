@@ -217,6 +217,9 @@ SECTIONS = {  # audit.yaml: section -> the fields of its entries
     "fix_scope": ("requires", "refuses") + _WHY, "advice_rules": ("rule",) + _WHY,
     "logged_warnings": ("warning",) + _WHY, "estimate_caveats": ("warning",) + _WHY,
     "environment_tips": ("warning",) + _WHY, "advice_tips": ("warning",) + _WHY,
+    "override_forms": ("launcher", "form") + _WHY,
+    "media_datasets": ("columns", "dataset_dir", "text_only_stages", "templates",
+                       "dropped_because", "dropped_source", "refused_because", "refused_source"),
     "required_keys": ("key", "requires") + _WHY,
     "launcher_needs": ("launcher", "key") + _WHY, "recipe_limits": ("option", "above") + _WHY,
     "advice_threshold": ("memory_gib", "speed_pct") + _WHY}
