@@ -50,7 +50,10 @@ def settings(case: dict) -> dict:
            "per_device_train_batch_size": str(case["batch"]),
            "disable_gradient_checkpointing": str(not case["checkpointing"]).lower(),
            "flash_attn": "sdpa" if case["attention"] == "sdpa" else "disabled",
-           "bf16": "true"}
+           "bf16": "true",
+           # the tracer steps torch.optim.AdamW(foreach=True), HF's adamw_torch
+           # (bench/trace/step.py), not the fused default of torch >= 2.8
+           "optim": "adamw_torch"}
     if case["method"] == "lora":
         out["lora_rank"] = str(case["lora_rank"])
         out["lora_target"] = "all" if case["lora_targets"] == "all" else "q_proj,v_proj"
