@@ -9,7 +9,7 @@ memory terms is compared with what the trace held, at the allocated level:
 | weights | frozen_weights, trainable_params, reference_model, reward_model | parameters and buffers |
 | gradients | gradients | gradients after backward |
 | optimizer | optimizer_states | optimizer states after the step |
-| activations | activations, logits, packing_mask, dora_norm | forward/backward peak less parameters and gradients |
+| activations | activations, logits, packing_mask, dora_norm, attention_scores | forward/backward peak less parameters and gradients |
 | total | allocated | steady-state peak: max(fwd/bwd peak + states, the step's peak) |
 
 Relative error is KB / trace - 1. The activations group is scored on the
@@ -37,7 +37,7 @@ GROUPS = {
     "weights": ("frozen_weights", "trainable_params", "reference_model", "reward_model"),
     "gradients": ("gradients",),
     "optimizer": ("optimizer_states",),
-    "activations": ("activations", "logits", "packing_mask", "dora_norm"),
+    "activations": ("activations", "logits", "packing_mask", "dora_norm", "attention_scores"),
 }
 TRACED = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer_states",
           "activations": "fb_transient", "total": "peak"}
@@ -50,7 +50,10 @@ def settings(case: dict) -> dict:
            "per_device_train_batch_size": str(case["batch"]),
            "disable_gradient_checkpointing": str(not case["checkpointing"]).lower(),
            "flash_attn": "sdpa" if case["attention"] == "sdpa" else "disabled",
-           "bf16": "true"}
+           "bf16": "true",
+           # the tracer steps torch.optim.AdamW(foreach=True), HF's adamw_torch
+           # (bench/trace/step.py), not the fused default of torch >= 2.8
+           "optim": "adamw_torch"}
     if case["method"] == "lora":
         out["lora_rank"] = str(case["lora_rank"])
         out["lora_target"] = "all" if case["lora_targets"] == "all" else "q_proj,v_proj"
