@@ -24,6 +24,8 @@ SECTIONS = {
                                 if k not in ("worst_rows", "worst_speed_rows")},
     "dit_accuracy": lambda: {k: v for k, v in dit_accuracy.measure().items() if k != "rows"},
     "trace_grid": lambda: trace_compare.summarise(trace_compare.evaluate()),
+    "trace_families": lambda: trace_compare.summarise(
+        trace_compare.evaluate(trace_compare.FAMILY_DATA), by_subset=True),
     "recipe_grid": recipe.measure,
     "as_printed_grid": as_printed.measure,
     "determinism": determinism.measure,
@@ -125,6 +127,7 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
         *_accuracy_rows(acc),
         _dit_row(r.get("dit_accuracy", {})),
         *_trace_rows(r.get("trace_grid", {})),
+        *_trace_rows(r.get("trace_families", {}), "families grid"),
         (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "
          f"PYTHONHASHSEED", "byte-identical" if d.get("identical") else
          f"{d.get('distinct_outputs')} distinct, exit {d.get('exit_codes')}"
@@ -184,15 +187,15 @@ def _dit_row(dit: dict) -> tuple[str, str, str]:
             "; ".join(parts) or str(dit.get("error", "n/a")), "≤ 25 %")
 
 
-def _trace_rows(grid: dict) -> list[tuple[str, str, str]]:
+def _trace_rows(grid: dict, name: str = "trace grid") -> list[tuple[str, str, str]]:
     """The KB's memory terms against the traced tensors (bench/trace_compare.py)."""
     if "groups" not in grid:
-        return [("trace grid (bench/trace_compare.py)", str(grid.get("error", "n/a")), "—")]
+        return [(f"{name} (bench/trace_compare.py)", str(grid.get("error", "n/a")), "—")]
     groups = "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%}"
                        for g, f in grid["groups"].items())
     ratios = "; ".join(f"{k.split('/')[0]} {v['traced']:.2f} vs {v['kb']:.2f}"
                        for k, v in grid["task_ratios"].items() if k.endswith("/all"))
-    return [(f"trace grid ({grid['cases']} configs), KB memory terms against the traced "
+    return [(f"{name} ({grid['cases']} configs), KB memory terms against the traced "
              f"tensors at the allocated level: median |error| / worst, per group", groups,
              "≤ 3 % / ≤ 10 %"),
             ("task / SFT memory ratio, traced vs KB (median over the grid)", ratios, "equal")]

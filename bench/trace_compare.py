@@ -1,4 +1,5 @@
-"""The KB's memory terms against the traced tensors (bench/data/traces/grid.json).
+"""The KB's memory terms against the traced tensors (bench/data/traces/grid.json
+and grid_families.json).
 
 Reads only the committed trace data (no side venv): each traced case becomes a
 LlamaFactory `kbsolve estimate` with the case's settings, and each group of
@@ -21,7 +22,15 @@ totals are scored). Targets (issue 23): median |error| <= 3 %,
 worst <= 10 % per group. Also the task ratios: each task's peak over the SFT
 peak of the same model, method and shape, traced and estimated.
 
-    python -m bench.trace_compare [--data PATH] [--json]
+Models the catalog lacks (grid_families.json's GPT-2, BLOOM, Falcon,
+DeepSeek-V2-Lite, Mistral v0.1) are estimated from their config.json, written
+from the traced config (`--model path/config.json`). QLoRA cases are
+quantization_bit 4 (with upcast_layernorm when the trace upcast the norms or,
+through PEFT's prepare_model_for_kbit_training, every non-4-bit weight: the KB
+has no option for the latter), offloaded checkpointing use_unsloth_gc, ORPO
+and SimPO the dpo stage with pref_loss orpo / simpo.
+
+    python -m bench.trace_compare [--data PATH ...] [--by subset] [--json]
 """
 from __future__ import annotations
 
@@ -32,6 +41,8 @@ import sys
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data" / "traces" / "grid.json"
+FAMILY_DATA = DATA.with_name("grid_families.json")
+ADAPTERS = ("lora", "qlora")
 GIB = 2**30
 GROUPS = {
     "weights": ("frozen_weights", "trainable_params", "reference_model", "reward_model"),
@@ -46,7 +57,8 @@ TARGET_MEDIAN, TARGET_WORST = 0.03, 0.10
 
 def settings(case: dict) -> dict:
     """The LlamaFactory options a traced case ran with."""
-    out = {"finetuning_type": case["method"], "stage": case["task"],
+    stage = "dpo" if case["task"] in ("orpo", "simpo") else case["task"]
+    out = {"finetuning_type": "lora" if case["method"] == "qlora" else case["method"], "stage": stage,
            "per_device_train_batch_size": str(case["batch"]),
            "disable_gradient_checkpointing": str(not case["checkpointing"]).lower(),
            "flash_attn": "sdpa" if case["attention"] == "sdpa" else "disabled",
@@ -54,15 +66,35 @@ def settings(case: dict) -> dict:
            # the tracer steps torch.optim.AdamW(foreach=True), HF's adamw_torch
            # (bench/trace/step.py), not the fused default of torch >= 2.8
            "optim": "adamw_torch"}
-    if case["method"] == "lora":
+    if case["method"] in ADAPTERS:
         out["lora_rank"] = str(case["lora_rank"])
         out["lora_target"] = "all" if case["lora_targets"] == "all" else "q_proj,v_proj"
+    if case["method"] == "qlora":
+        out["quantization_bit"] = "4"
+        if case.get("upcast", "none") != "none":
+            out["upcast_layernorm"] = "true"
+    if stage != case["task"]:
+        out["pref_loss"] = case["task"]
+    if case.get("offload_checkpoints"):
+        out["use_unsloth_gc"] = "true"
     return out
 
 
-def estimate_groups(kb, case: dict) -> dict[str, float]:
+def model_argument(case: dict, folder: Path | None) -> str:
+    """The catalog name, or for a family the catalog lacks its config.json."""
+    from bench.trace import grid
+    if case["model"] not in grid.FAMILIES:
+        return case["model"]
+    path = folder / case["model"] / "config.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(grid.hf_config_json(case["model"])), encoding="utf-8")
+    return str(path)
+
+
+def estimate_groups(kb, case: dict, folder: Path | None = None) -> dict[str, float]:
     from kbsolve import api
-    query = {"gpus": "1xH200", "model": case["model"], "framework": "llamafactory",
+    query = {"gpus": "1xH200", "model": model_argument(case, folder), "framework": "llamafactory",
              "seq_len": case["seq"], "headroom": 0.0}
     estimate = api.estimate(query, settings(case), kb)
     terms = {t.term: t.gib * GIB for t in estimate.memory.breakdown
@@ -73,24 +105,45 @@ def estimate_groups(kb, case: dict) -> dict[str, float]:
     return groups
 
 
-def evaluate(path: Path = DATA, models: tuple[str, ...] | None = None, kb=None) -> dict:
-    """Every traced case (or those of `models`) against its estimate."""
+def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = None, kb=None) -> dict:
+    """Every traced case of the file(s) (or those of `models`) against its estimate."""
+    import tempfile
+
     from kbsolve import api
-    data = json.loads(path.read_text(encoding="utf-8"))
+    paths = [path] if isinstance(path, Path) else list(path)
+    files = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
     kb = kb or api.load_kb()
     rows = []
-    for case in data["cases"]:
-        if models and case["model"] not in models:
-            continue
-        kb_groups = estimate_groups(kb, case)
-        traced = {g: case["full"][key] for g, key in TRACED.items()}
-        errors = {g: (kb_groups[g] / traced[g] - 1) if traced[g] else None for g in TRACED}
-        if case["method"] != "lora":
-            errors["activations"] = None
-        traced["flops"] = case["full"]["flops"]
-        rows.append({"id": case["id"], "case": case, "kb": kb_groups, "traced": traced,
-                     "errors": errors})
-    return {"environment": data["environment"], "rows": rows, "failed": data.get("failed", [])}
+    with tempfile.TemporaryDirectory() as folder:
+        for data in files:
+            for case in data["cases"]:
+                if models and case["model"] not in models:
+                    continue
+                kb_groups = estimate_groups(kb, case, Path(folder))
+                traced = {g: case["full"][key] for g, key in TRACED.items()}
+                errors = {g: (kb_groups[g] / traced[g] - 1) if traced[g] else None for g in TRACED}
+                if case["method"] not in ADAPTERS:
+                    errors["activations"] = None
+                traced["flops"] = case["full"]["flops"]
+                rows.append({"id": case["id"], "case": case, "kb": kb_groups, "traced": traced,
+                             "errors": errors})
+    return {"environment": files[0]["environment"], "rows": rows,
+            "failed": [f for data in files for f in data.get("failed", [])]}
+
+
+def subset(case: dict) -> str:
+    """What a family-grid case tests: its family, QLoRA's upcast, offloaded
+    checkpointing or a reference-free preference loss."""
+    from bench.trace import grid
+    if case["model"] in grid.FAMILIES:
+        return case["model"]
+    if case["method"] == "qlora":
+        return f"qlora/{case.get('upcast', 'none')}"
+    if case.get("offload_checkpoints"):
+        return f"unsloth_gc/{case['method']}"
+    if case["task"] in ("orpo", "simpo"):
+        return f"{case['task']}/{case['method']}"
+    return "catalog"
 
 
 def group_figures(rows: list[dict]) -> dict[str, dict]:
@@ -136,14 +189,18 @@ def task_ratios(rows: list[dict]) -> dict[str, dict]:
                 "pairs": len(v["traced"])} for k, v in sorted(ratios.items())}
 
 
-def summarise(result: dict) -> dict:
+def summarise(result: dict, by_subset: bool = False) -> dict:
     rows = result["rows"]
     by_task = {}
     for task in sorted({r["case"]["task"] for r in rows}):
         by_task[task] = group_figures([r for r in rows if r["case"]["task"] == task])["total"]
-    return {"cases": len(rows), "failed": len(result["failed"]),
-            "environment": result["environment"], "groups": group_figures(rows),
-            "total_by_task": by_task, "task_ratios": task_ratios(rows)}
+    out = {"cases": len(rows), "failed": len(result["failed"]),
+           "environment": result["environment"], "groups": group_figures(rows),
+           "total_by_task": by_task, "task_ratios": task_ratios(rows)}
+    if by_subset:
+        names = sorted({subset(r["case"]) for r in rows})
+        out["subsets"] = {n: group_figures([r for r in rows if subset(r["case"]) == n]) for n in names}
+    return out
 
 
 def _print(summary: dict) -> None:
@@ -160,19 +217,25 @@ def _print(summary: dict) -> None:
     for k, v in summary["task_ratios"].items():
         print(f"  {k:<12} memory {v['traced']:.2f} vs {v['kb']:.2f}; "
               f"time {v['traced_flops']:.2f} vs {v['kb_step_time']:.2f} ({v['pairs']} pairs)")
+    for name, groups in summary.get("subsets", {}).items():
+        print(f"{name}: " + "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%} ({f['cases']})"
+                                     for g, f in groups.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trace_compare",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, nargs="+", default=[DATA, FAMILY_DATA],
+                        help="trace files (default: grid.json and grid_families.json)")
+    parser.add_argument("--by", choices=["subset"], help="figures per family / method / task too")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if not args.data.exists():
-        print(f"bench.trace_compare: no trace data at {args.data} (python -m bench.trace)",
+    missing = [p for p in args.data if not p.exists()]
+    if missing:
+        print(f"bench.trace_compare: no trace data at {missing[0]} (python -m bench.trace)",
               file=sys.stderr)
         return 2
-    summary = summarise(evaluate(args.data))
+    summary = summarise(evaluate(args.data), by_subset=args.by == "subset")
     if args.json:
         print(json.dumps(summary, indent=1))
     else:

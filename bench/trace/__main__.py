@@ -1,12 +1,16 @@
 """`python -m bench.trace`: trace the grid's training steps in the real model code.
 
-    python -m bench.trace [--quick] [--out bench/data/traces/grid.json]
+    python -m bench.trace [--quick] [--part main|families]
     python -m bench.trace --full-depth MODEL_CASE_ID ...   # check the extrapolation
 
 Builds (once) the pinned side venv (bench/trace/requirements.txt), runs
 bench/trace/step.py inside it at two reduced depths per case, and writes each
 case's traced figures and their extrapolation to the model's full depth:
 every traced size is fixed + layers x per-layer, solved from the two depths.
+Two grids, each its own file: `main` (grid.json: the catalog models) and
+`families` (grid_families.json: GPT-2, BLOOM, Falcon, DeepSeek-V2-Lite,
+Mistral's sliding window, QLoRA, offloaded checkpointing, ORPO and SimPO);
+without --part both are traced.
 Runs under `nice -n 15`; the CPU time it took is written beside the results.
 """
 from __future__ import annotations
@@ -24,10 +28,12 @@ from bench.trace import grid, venv
 
 STEP = Path(__file__).with_name("step.py")
 OUT = grid.ROOT / "bench" / "data" / "traces" / "grid.json"
+PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_name("grid_families.json"))}
 FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient",
            "step_peak", "peak", "flops")
 CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lora_rank",
              "checkpointing", "attention", "batch", "seq", "reference", "full_layers")
+FAMILY_KEYS = ("upcast", "offload_checkpoints")  # family-grid cases only
 
 
 def run_step(python: Path, cases: list[dict], progress=None) -> dict[str, dict]:
@@ -87,6 +93,7 @@ def collect(cases: list[dict], results: dict) -> tuple[list[dict], list[dict]]:
             failed.append({"id": case["id"], "error": errors[0]})
             continue
         row = {k: case[k] for k in CASE_KEYS}
+        row.update({k: case[k] for k in FAMILY_KEYS if k in case})
         row["depths"] = {str(d): {k: t[k] for k in FIGURES} for d, t in zip(depths, traces)}
         row["full"] = extrapolate(dict(traces[0], layers=depths[0]), dict(traces[-1], layers=depths[-1]),
                                   case["full_layers"])
@@ -96,7 +103,7 @@ def collect(cases: list[dict], results: dict) -> tuple[list[dict], list[dict]]:
 
 def full_depth_check(python: Path, ids: list[str]) -> int:
     """Trace each case at its full depth; print it beside the extrapolation."""
-    by_id = {c["id"]: c for c in grid.cases()}
+    by_id = {c["id"]: c for c in grid.cases() + grid.family_cases()}
     unknown = [i for i in ids if i not in by_id]
     if unknown:
         sys.exit(f"bench.trace: unknown case id {unknown[0]!r}")
@@ -135,7 +142,7 @@ def merge(files: list[Path], out: Path) -> int:
     environments = {json.dumps(p["environment"], sort_keys=True) for p in parts}
     if len(environments) > 1:
         sys.exit("bench.trace: the files were traced in different environments")
-    order = {c["id"]: i for i, c in enumerate(grid.cases())}
+    order = {c["id"]: i for i, c in enumerate(grid.cases() + grid.family_cases())}
     rows = {r["id"]: r for p in parts for r in p["cases"]}
     failed = {r["id"]: r for p in parts for r in p["failed"]}
     data = dict(parts[0], generated_by="python -m bench.trace (split over processes, merged)",
@@ -152,7 +159,9 @@ def merge(files: list[Path], out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trace", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 30-case subset (two small models)")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--part", choices=sorted(PARTS), help="one grid only (default: both)")
+    parser.add_argument("--out", type=Path, help="the output file (one --part only; default: "
+                        "bench/data/traces/grid.json, grid_families.json)")
     parser.add_argument("--full-depth", nargs="+", metavar="CASE_ID",
                         help="trace these grid cases at full depth and compare")
     parser.add_argument("--models", help="only these grid models (comma list), e.g. to split "
@@ -162,44 +171,57 @@ def main(argv: list[str] | None = None) -> int:
                         help="combine grid files of split runs into --out (CPU times add up)")
     args = parser.parse_args(argv)
     if args.merge:
-        return merge(args.merge, args.out)
+        return merge(args.merge, args.out or OUT)
+    parts = [args.part] if args.part else list(PARTS)
+    if args.out and len(parts) > 1:
+        sys.exit("bench.trace: --out needs one --part")
     python = venv.python()
     if args.full_depth:
         return full_depth_check(python, args.full_depth)
-    cases = grid.cases(full=not args.quick)
+    selected = {part: PARTS[part][0](full=not args.quick) for part in parts}
     if args.models:
         wanted = args.models.split(",")
-        unknown = [m for m in wanted if m not in grid.MODELS]
+        known = {c["model"] for cases in selected.values() for c in cases}
+        unknown = [m for m in wanted if m not in known]
         if unknown:
-            sys.exit(f"bench.trace: unknown grid model {unknown[0]!r}; models: {', '.join(grid.MODELS)}")
-        cases = [c for c in cases if c["model"] in wanted]
+            sys.exit(f"bench.trace: unknown grid model {unknown[0]!r}; models: {', '.join(sorted(known))}")
+        selected = {p: [c for c in cases if c["model"] in wanted] for p, cases in selected.items()}
     if args.cases:
         wanted = set(args.cases.split(","))
-        unknown = wanted - {c["id"] for c in cases}
+        unknown = wanted - {c["id"] for cases in selected.values() for c in cases}
         if unknown:
             sys.exit(f"bench.trace: unknown case id {sorted(unknown)[0]!r}")
-        cases = [c for c in cases if c["id"] in wanted]
-    start = time.monotonic()
+        selected = {p: [c for c in cases if c["id"] in wanted] for p, cases in selected.items()}
     environment = venv.versions(python)
+    for part, cases in selected.items():
+        if cases:
+            trace_part(python, environment, cases, args.out or PARTS[part][1], args.quick)
+    return 0
+
+
+def trace_part(python: Path, environment: dict, cases: list[dict], out: Path, quick: bool) -> None:
+    """Trace one grid's cases into its file; the CPU time is this part's own."""
+    start = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
 
     def write(rows, failed):
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
         data = {"environment": environment,
-                "generated_by": "python -m bench.trace" + (" --quick" if args.quick else ""),
+                "generated_by": "python -m bench.trace" + (" --quick" if quick else ""),
                 "depths": {"default": list(grid.DEPTHS), "freeze": list(grid.FREEZE_DEPTHS)},
-                "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+                "cpu_seconds": round(cpu, 1),
                 "wall_seconds": round(time.monotonic() - start, 1),
                 "complete": len(rows) + len(failed) == len(cases),
                 "cases": rows, "failed": failed}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(dump(data), encoding="utf-8")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump(data), encoding="utf-8")
         return data
 
     rows, failed = traced_cases(python, cases, progress=write)
     data = write(rows, failed)
     print(f"bench.trace: {len(rows)} cases traced, {len(failed)} failed, "
-          f"{data['cpu_seconds']} s CPU -> {args.out}")
-    return 0
+          f"{data['cpu_seconds']} s CPU -> {out}")
 
 
 if __name__ == "__main__":

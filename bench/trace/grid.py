@@ -97,3 +97,133 @@ def cases(full: bool = True) -> list[dict]:
     if not full:
         out = [c for c in out if c["model"] in ("qwen3-0.6b", "llama3.2-1b") and c["batch"] == 1]
     return out
+
+
+# ---- the second grid (bench/data/traces/grid_families.json) ---------------------
+# Families the catalog lacks, as their Hugging Face config.json values (the
+# layer count apart: each trace sets its own depth). Each entry: model_type,
+# the attention implementations transformers 5.8 has for it, the layer count,
+# the config, the shapes (batch, seq) and where the values come from.
+FAMILIES = {
+    "gpt2-xl": {
+        "model_type": "gpt2", "attentions": ("sdpa", "eager"), "layers": 48,
+        "config": {"vocab_size": 50257, "n_positions": 1024, "n_embd": 1600, "n_head": 25,
+                   "activation_function": "gelu_new"},
+        # learned positions: no sequence longer than n_positions
+        "shapes": ((1, 1024), (2, 1024)),
+        "source": "hf: openai-community/gpt2-xl config.json"},
+    "bloom-7b1": {
+        "model_type": "bloom", "attentions": ("eager",), "layers": 30,
+        "config": {"vocab_size": 250880, "hidden_size": 4096, "n_head": 32,
+                   "layer_norm_epsilon": 1e-5, "slow_but_exact": False, "pretraining_tp": 1},
+        "shapes": ((1, 1024), (2, 2048)),
+        "source": "hf: bigscience/bloom-7b1 config.json (ALiBi; transformers 5.8's BloomPreTrainedModel "
+                  "has no SDPA)"},
+    "falcon-7b": {
+        "model_type": "falcon", "attentions": ("sdpa", "eager"), "layers": 32,
+        "config": {"vocab_size": 65024, "hidden_size": 4544, "num_attention_heads": 71,
+                   "multi_query": True, "parallel_attn": True, "bias": False, "alibi": False,
+                   "new_decoder_architecture": False},
+        "shapes": ((1, 1024), (2, 2048)),
+        "source": "hf: tiiuae/falcon-7b config.json"},
+    "deepseek-v2-lite": {
+        "model_type": "deepseek_v2", "attentions": ("sdpa", "eager"), "layers": 27,
+        "config": {"vocab_size": 102400, "hidden_size": 2048, "intermediate_size": 10944,
+                   "moe_intermediate_size": 1408, "n_routed_experts": 64, "n_shared_experts": 2,
+                   "num_experts_per_tok": 6, "first_k_dense_replace": 1, "num_attention_heads": 16,
+                   "num_key_value_heads": 16, "q_lora_rank": None, "kv_lora_rank": 512,
+                   "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                   "n_group": 1, "topk_group": 1, "topk_method": "greedy", "norm_topk_prob": False,
+                   "routed_scaling_factor": 1.0, "max_position_embeddings": 163840,
+                   "tie_word_embeddings": False},
+        # depth 1 is the dense first layer, depth 2 adds one MoE layer: the
+        # per-layer figure is an MoE layer's, as are the other 26
+        "shapes": ((1, 1024), (2, 2048)),
+        "source": "hf: deepseek-ai/DeepSeek-V2-Lite config.json (MLA, 64 routed + 2 shared experts)"},
+    "mistral-7b-v0.1": {
+        "model_type": "mistral", "attentions": ("sdpa", "eager"), "layers": 32,
+        "config": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+                   "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "max_position_embeddings": 32768, "sliding_window": 4096,
+                   "tie_word_embeddings": False},
+        # sliding-window attention past its 4096-token window
+        "shapes": ((1, 8192), (2, 8192)),
+        "source": "hf: mistralai/Mistral-7B-v0.1 config.json (sliding_window 4096 on every layer)"},
+}
+FAMILY_METHODS = [("lora", "all", True), ("lora", "all", False), ("full", "", True),
+                  ("full", "", False)]
+# QLoRA and offloaded checkpointing on catalog models; ORPO / SimPO (LlamaFactory's
+# dpo stage with pref_loss orpo / simpo: no reference model) on catalog models
+METHOD_MODELS = ("llama3-8b", "qwen2.5-7b", "qwen3-8b")
+# (method, upcast, checkpointing): quantization_bit 4 through LlamaFactory
+# (upcast none, or upcast_layernorm), or through PEFT's
+# prepare_model_for_kbit_training ("kbit": every non-4-bit weight in fp32)
+QLORA_VARIANTS = [("qlora", "none", True), ("qlora", "layernorm", True), ("qlora", "kbit", True),
+                  ("qlora", "kbit", False)]
+PREF_MODELS = ("qwen3-0.6b", "llama3.2-1b", "qwen2.5-7b", "llama3-8b")
+PREF_TASKS = ("orpo", "simpo")
+FAMILY_SHAPES = [(1, 1024), (2, 2048)]
+
+
+def _case(base: dict, task: str, method: str, targets: str, ckpt, attention: str,
+          batch: int, seq: int, **extra) -> dict:
+    """ckpt: True, False or "unsloth" (LlamaFactory's use_unsloth_gc)."""
+    case = dict(base, task=task, method=method, lora_targets=targets or "all", checkpointing=bool(ckpt),
+                offload_checkpoints=ckpt == "unsloth", attention=attention, batch=batch, seq=seq,
+                reference=task in ("dpo", "kto"), upcast=extra.get("upcast", "none"))
+    gc = {True: "gc", False: "nogc", "unsloth": "unslothgc"}[ckpt]
+    upcast = f"_{case['upcast']}" if method == "qlora" else ""
+    case["id"] = "-".join([base["model"], task, method + upcast + (f"_{targets}" if targets else ""),
+                           gc, attention, f"b{batch}", f"s{seq}"])
+    return case
+
+
+def family_cases(full: bool = True) -> list[dict]:
+    """The cases of grid_families.json: the families the catalog lacks, QLoRA's
+    dtypes, offloaded checkpointing and the reference-free preference losses."""
+    out = []
+    for name, family in FAMILIES.items():
+        base = {"model": name, "model_type": family["model_type"], "config": dict(family["config"]),
+                "full_layers": family["layers"], "lora_rank": 8}
+        first = family["attentions"][0]
+        for batch, seq in family["shapes"]:
+            for method, targets, ckpt in FAMILY_METHODS:
+                out.append(_case(base, "sft", method, targets, ckpt, first, batch, seq))
+            for attention in family["attentions"][1:]:
+                for ckpt in (True, False):
+                    out.append(_case(base, "sft", "lora", "all", ckpt, attention, batch, seq))
+            for task in ("dpo", "orpo"):
+                out.append(_case(base, task, "lora", "all", True, first, batch, seq))
+    catalog = catalog_models()
+    for name in METHOD_MODELS:
+        model_type, attentions = MODELS[name]
+        base = {"model": name, "model_type": model_type,
+                "config": hf_config(catalog[name], model_type),
+                "full_layers": catalog[name]["layers"], "lora_rank": 8}
+        for batch, seq in FAMILY_SHAPES:
+            for method, upcast, ckpt in QLORA_VARIANTS:
+                out.append(_case(base, "sft", method, "all", ckpt, attentions[0], batch, seq,
+                                 upcast=upcast))
+            out.append(_case(base, "sft", "lora", "all", "unsloth", attentions[0], batch, seq))
+            out.append(_case(base, "sft", "full", "", "unsloth", attentions[0], batch, seq))
+    for name in PREF_MODELS:
+        model_type, attentions = MODELS[name]
+        base = {"model": name, "model_type": model_type,
+                "config": hf_config(catalog[name], model_type),
+                "full_layers": catalog[name]["layers"], "lora_rank": 8}
+        for batch, seq in FAMILY_SHAPES:
+            for task in PREF_TASKS:
+                for method, targets in (("lora", "all"), ("full", "")):
+                    out.append(_case(base, task, method, targets, True, attentions[0], batch, seq))
+    if not full:
+        out = [c for c in out if c["batch"] == 1 and c["model"] in ("gpt2-xl", "qwen3-0.6b")]
+    return out
+
+
+def hf_config_json(name: str) -> dict:
+    """The config.json kbsolve reads for a family model (`--model path`): the
+    traced config at the model's full depth, without the keys the HF file
+    leaves null."""
+    family = FAMILIES[name]
+    config = {k: v for k, v in family["config"].items() if v is not None}
+    return dict(config, model_type=family["model_type"], num_hidden_layers=family["layers"])

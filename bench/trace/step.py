@@ -23,7 +23,20 @@ The setup follows LlamaFactory at ff6d4d12 (each step cites its line):
   (train/dpo/trainer.py:230, train/trainer_utils.py:608-612), the reference
   forward under no_grad after the policy forward (dpo/trainer.py:286-293), by
   disabling the adapter under LoRA (dpo/trainer.py:262-264); rm the value head
-  on the last hidden states, pairwise (train/rm/trainer.py).
+  on the last hidden states, pairwise (train/rm/trainer.py); orpo and simpo
+  (the dpo stage with pref_loss orpo / simpo) the pairwise rows without a
+  reference model, log-probabilities averaged over the tokens
+  (hparams/finetuning_args.py:593, dpo/trainer.py:150-166, 234-235);
+- QLoRA: bitsandbytes cannot run on CPU, so its Linear4bit is stood in for by
+  the tensors its PyTorch path holds (Linear4bitPath): the packed NF4 weight
+  and its double-quantised statistics, the bf16 weight its kernel dequantises
+  in forward and again in backward, no saved input; the norms in fp32 under
+  upcast_layernorm (model_utils/checkpointing.py:142-146), or every weight
+  that is not 4-bit in fp32 under PEFT's prepare_model_for_kbit_training (the
+  TRL / axolotl path);
+- use_unsloth_gc: LlamaFactory's UnslothGradientCheckpointing
+  (model_utils/checkpointing.py:34-68), each checkpointed input copied to the
+  host and back for the recompute.
 """
 from __future__ import annotations
 
@@ -39,6 +52,7 @@ from torch.utils.flop_counter import FlopCounterMode
 # LlamaFactory's lora_target "all" is every linear layer but the output layer
 # (model/model_utils/misc.py find_all_linear_modules), as PEFT's "all-linear".
 LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "all": "all-linear"}
+ADAPTERS = ("lora", "qlora")
 
 
 class _NoHandle:
@@ -72,6 +86,8 @@ def build_model(case):
 
     kwargs = dict(case["config"])
     kwargs["num_hidden_layers"] = case["layers"]
+    if case["model_type"] == "gpt2":
+        kwargs["n_layer"] = case["layers"]
     config = AutoConfig.for_model(case["model_type"], **kwargs)
     config._attn_implementation = case["attention"]
     config.use_cache = False
@@ -96,12 +112,124 @@ def trainable_layers_checkpointed(func, *args, **kwargs):
         if torch.is_tensor(arg) and torch.is_floating_point(arg):
             arg.requires_grad_(True)
             break
+    if offloaded_checkpoints:
+        return UnslothGradientCheckpointing.apply(partial(func, **kwargs) if kwargs else func, *args)
     return checkpoint(func, *args, use_reentrant=True, **kwargs)
+
+
+offloaded_checkpoints = False  # set per case: use_unsloth_gc
+
+
+class UnslothGradientCheckpointing(torch.autograd.Function):
+    """LlamaFactory's use_unsloth_gc function (model_utils/checkpointing.py:34-68)
+    with its two device moves made explicit: the forward copies the layer's
+    input to the host (`.to("cpu", non_blocking=True)`, :46), so the device
+    keeps nothing; the backward copies it back (`.to("cuda")`, :59), a fresh
+    device tensor of the input's size, and recomputes the layer. On the fake
+    CPU device the first move would alias, so the host copy is its shape."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(ctx, forward_function, hidden_states, *args):
+        ctx.host = (hidden_states.shape, hidden_states.dtype)
+        with torch.no_grad():
+            outputs = forward_function(hidden_states, *args)
+        ctx.forward_function = forward_function
+        ctx.args = args
+        return outputs
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, grad_output):
+        shape, dtype = ctx.host
+        hidden_states = torch.empty(shape, dtype=dtype)  # back from the host
+        hidden_states.requires_grad_(True)
+        with torch.enable_grad():
+            outputs = ctx.forward_function(hidden_states, *ctx.args)
+            output = outputs[0] if isinstance(outputs, tuple) else outputs
+        torch.autograd.backward(output, grad_output)
+        return (None, hidden_states.grad) + (None,) * len(ctx.args)
+
+
+class _MatMul4bit(torch.autograd.Function):
+    """bitsandbytes' MatMul4Bit (autograd/_functions.py): forward dequantises
+    the weight to the input's dtype and runs F.linear; it keeps the packed
+    weight, not the input (the weight is frozen); backward dequantises again
+    for the input's gradient. The CUDA kernel writes the same bf16 weight the
+    stand-in allocates, so the tensors are bitsandbytes'; what differs is the
+    kernel's own workspace (none for dequantize_4bit)."""
+
+    @staticmethod
+    def forward(ctx, x, packed, bias, shape):
+        ctx.save_for_backward(packed)
+        ctx.shape = shape
+        weight = torch.empty(shape, dtype=x.dtype)  # F.dequantize_4bit(B, quant_state).to(A.dtype)
+        return torch.nn.functional.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        weight = torch.empty(ctx.shape, dtype=grad_output.dtype)
+        return torch.matmul(grad_output, weight), None, None, None
+
+
+class Linear4bitPath(torch.nn.Linear):
+    """bitsandbytes' Linear4bit as transformers loads it with LlamaFactory's
+    defaults (quantization_type nf4, double_quantization true, compute dtype
+    bf16): a Params4bit of ceil(n/2) uint8 bytes, the quantisation state
+    (absmax quantised to one byte per 64-weight block, an fp32 absmax per 256
+    blocks, the 16-value NF4 code), the bias in 16 bits. Its forward is
+    Linear4bit.forward (nn/modules.py): input cast to the compute dtype, the
+    4-bit matmul, the output cast back to the input's dtype. A subclass of
+    nn.Linear, so PEFT wraps it with its plain LoRA layer (the bnb LoRA layer
+    adds one clone of the base output, a transient)."""
+
+    def __init__(self, linear, compute_dtype=torch.bfloat16):
+        torch.nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        n = self.in_features * self.out_features
+        blocks = -(-n // 64)
+        self.weight = torch.nn.Parameter(torch.empty(-(-n // 2), 1, dtype=torch.uint8), requires_grad=False)
+        self.register_buffer("absmax", torch.empty(blocks, dtype=torch.uint8))
+        self.register_buffer("nested_absmax", torch.empty(-(-blocks // 256), dtype=torch.float32))
+        self.register_buffer("code", torch.empty(16, dtype=torch.float32))
+        self.bias = linear.bias
+        if self.bias is not None:
+            self.bias.requires_grad_(False)
+        self.compute_dtype = compute_dtype
+
+    def forward(self, x):
+        inp_dtype = x.dtype
+        x = x.to(self.compute_dtype)
+        bias = None if self.bias is None else self.bias.to(self.compute_dtype)
+        return _MatMul4bit.apply(x, self.weight, bias, (self.out_features, self.in_features)).to(inp_dtype)
+
+
+def quantize_4bit(model):
+    """transformers' bitsandbytes integration replaces every nn.Linear but the
+    output layer (get_keys_to_not_convert: lm_head) by a Linear4bit."""
+    head = model.get_output_embeddings()
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is torch.nn.Linear and child is not head:
+                setattr(parent, name, Linear4bitPath(child))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.is_loaded_in_4bit = True
 
 
 def setup_method(model, case):
     """LlamaFactory's adapter.py: which parameters train, in which dtype."""
     method = case["method"]
+    if method == "qlora":
+        quantize_4bit(model)
+        if case.get("upcast") == "layernorm":  # upcast_layernorm (checkpointing.py:142-146)
+            norm_names = ("norm", "ln_f", "ln_attn", "ln_mlp")  # extras/constants.py LAYERNORM_NAMES
+            for name, p in model.named_parameters():
+                if p.ndim == 1 and any(n in name for n in norm_names):
+                    p.data = p.data.to(torch.float32)
+        elif case.get("upcast") == "kbit":
+            from peft import prepare_model_for_kbit_training
+            prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     if method == "full":
         for p in model.parameters():
             p.data = p.data.to(torch.float32)
@@ -148,8 +276,11 @@ def same_device_moves_skipped():
 def _adapter_to_base_dtype(self, adapter_name, device=None):
     """PEFT moves new adapters with Module.to(), which swaps parameters and fails
     on FakeTensors ("_apply(): Couldn't swap"); the same cast by .data works.
-    Everything is on one (fake CPU) device, so only the dtype moves."""
+    Everything is on one (fake CPU) device, so only the dtype moves, and as in
+    PEFT only to a floating base dtype (a 4-bit base leaves them fp32)."""
     dtype = self.get_base_layer().weight.dtype
+    if not dtype.is_floating_point:
+        return
     for name in self.adapter_layer_names + self.other_param_names:
         layer = getattr(self, name, None)
         if isinstance(layer, torch.nn.Module) and adapter_name in layer:
@@ -188,9 +319,21 @@ def _policy_logps(model, ids, grad, again=False):
 def task_loss(model, case, rows):
     """The loss as LlamaFactory's trainer for the task computes it."""
     task, vocab, seq = case["task"], case["config"]["vocab_size"], case["seq"]
-    if task == "dpo":
+    if task in ("dpo", "orpo", "simpo"):
         rows *= 2  # chosen and rejected rows in one batch (dpo/trainer.py:237-239)
     ids = torch.randint(0, vocab, (rows, seq))
+    if task in ("orpo", "simpo"):
+        # no reference model (finetuning_args.py:593); average log-probabilities
+        # (dpo/trainer.py:234-235); the losses of dpo/trainer.py:150-166
+        _, logps = _policy_logps(model, ids, grad=True)
+        chosen, rejected = (logps / (seq - 1)).split(rows // 2)
+        beta = 0.1
+        if task == "orpo":
+            log_odds = (chosen - rejected) - (torch.log1p(-torch.exp(chosen)) - torch.log1p(-torch.exp(rejected)))
+            losses = -chosen + beta * -torch.nn.functional.logsigmoid(log_odds)
+        else:
+            losses = -torch.nn.functional.logsigmoid(beta * ((chosen - rejected) - 0.5 / beta))
+        return losses.mean()
     if task in ("pt", "sft"):
         return model(input_ids=ids, labels=ids, use_cache=False).loss
     if task == "rm":
@@ -204,7 +347,7 @@ def task_loss(model, case, rows):
         chosen, rejected = values.split(rows)
         return -torch.nn.functional.logsigmoid(chosen[:, -1].float() - rejected[:, -1].float()).mean()
     reference = case.get("reference_model") or model
-    ref_context = model.disable_adapter() if case["method"] == "lora" else contextlib.nullcontext()
+    ref_context = model.disable_adapter() if case["method"] in ADAPTERS else contextlib.nullcontext()
     if task == "dpo":
         logits, logps = _policy_logps(model, ids, grad=True)
         if case["reference"]:
@@ -229,13 +372,18 @@ def task_loss(model, case, rows):
     return (1 - torch.sigmoid(0.1 * (logps - kl_logps.mean()))).mean()
 
 
+def _device(snapshot):
+    """The (fake) CPU device's figures: the device the model runs on."""
+    return next((v for k, v in snapshot.items() if torch.device(k).type == "cpu"), {})
+
+
 def _category_bytes(snapshot, names):
-    by_device = next(iter(snapshot.values()), {})
+    by_device = _device(snapshot)
     return sum(int(v) for k, v in by_device.items() if k != "Total" and str(k).split(".")[-1] in names)
 
 
 def _total(snapshot):
-    by_device = next(iter(snapshot.values()), {})
+    by_device = _device(snapshot)
     return int(by_device.get("Total", 0))
 
 
@@ -243,7 +391,9 @@ def trace(case):
     """One training step; sizes in bytes: the persistent states (parameters,
     gradients after backward, optimizer states after the step), the forward and
     backward peak with what is transient in it, and the optimizer step's peak."""
+    global offloaded_checkpoints
     torch.manual_seed(0)
+    offloaded_checkpoints = bool(case.get("offload_checkpoints"))
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = build_model(case)
         if case["checkpointing"]:  # before the adapters, as LlamaFactory's loader does
@@ -254,7 +404,7 @@ def trace(case):
         if case["task"] == "rm":
             case["value_head"] = torch.nn.Linear(case["config"]["hidden_size"], 1, dtype=torch.float32)
             extra.append(case["value_head"])
-        if case["reference"] and case["method"] != "lora":
+        if case["reference"] and case["method"] not in ADAPTERS:
             ref = build_model(case)
             ref.eval().requires_grad_(False)
             case["reference_model"] = ref
