@@ -6,7 +6,7 @@
     kb = kbsolve.load_kb(["my_pack/"])
 """
 
-__version__ = "0.1.0"
+from kbsolve.version import __version__
 
 _API = ("solve", "estimate", "load_kb", "emit", "run_kb_tests")
 
