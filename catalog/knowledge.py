@@ -9,6 +9,7 @@ imports nothing of the catalog (tests/test_layers.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import replace
 from pathlib import Path
@@ -103,8 +104,10 @@ def _digest(files: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
-    """The front end's own code, so that an edited checker never reads a stale cache."""
+    """The front end's own code, so that an edited checker never reads a stale cache;
+    read once per process (the code running is the code first read)."""
     h = hashlib.sha256()
     package = Path(__file__).resolve().parent.parent
     for folder in ("dsl", "catalog"):

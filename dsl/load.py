@@ -20,7 +20,9 @@ MAX_SOURCE_BYTES = 4 * 1024 * 1024
 PATH_ENV = "KBSOLVE_PATH"
 
 
+@functools.lru_cache(maxsize=1)
 def shipped_root() -> Path:
+    """Where the shipped KB is installed (it does not move while the process runs)."""
     return Path(str(resources.files("kbsolve").joinpath("kb")))
 
 
