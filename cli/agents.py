@@ -29,7 +29,7 @@ def mcp_command(describe: bool, packs: tuple[str, ...]) -> int:
 @kb_option
 def skill_command(emit_dir: str | None, packs: tuple[str, ...]) -> int:
     """A SKILL.md telling coding agents when and how to ask kbsolve, from the KB."""
-    text = render(mcp_server.skill(list(packs)), "markdown", kind="skill")
+    text = render(mcp_server.skill_facts(list(packs)), "markdown", kind="skill")
     if emit_dir is None:
         click.echo(text, nl=False)
         return 0

@@ -29,8 +29,9 @@ def mcp_tools() -> list[dict]:
              "output_schema": t.output_schema()} for t in TOOLS.values()]
 
 
-def skill(packs: list[str] | None = None, kb=None) -> dict:
-    """The agent skill's facts from the KB: frameworks, detection signs, tools."""
+def skill_facts(packs: list[str] | None = None, kb=None) -> dict:
+    """The agent skill's facts from the KB: frameworks, detection signs, tools (not
+    named `skill`: importing the submodule skill.py binds that name on this package)."""
     from kbsolve.api import load_kb
     from kbsolve.mcp_server.skill import facts
     return facts(kb or load_kb(packs))
