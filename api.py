@@ -31,7 +31,7 @@ def __getattr__(name: str):
 
 def load_kb(paths: list[str] | None = None, *, use_cache: bool = True) -> KnowledgeBase:
     """The shipped KB plus rule packs, checked; raises KbError with every problem."""
-    from kbsolve.dsl import load_kb as load
+    from kbsolve.catalog import load_kb as load
     return load(paths, use_cache=use_cache)
 
 
@@ -266,34 +266,3 @@ def kb_graph(what: str, name: str, fmt: str = "text", framework: str | None = No
     hoods = [kbgraph.neighbourhood(knowledge, whole, centre)
              for centre in kbgraph.find(knowledge, whole, what, name, framework)]
     return kbgraph.render(knowledge, hoods, fmt)
-
-
-# ---- coding agents: the MCP server and the skill (kbsolve mcp, kbsolve skill) ----
-
-def serve_mcp(packs: list[str] | None = None) -> None:
-    """Serve the tools over MCP on stdio until the client closes (kbsolve.mcp_server);
-    needs the `mcp` extra: pip install 'kbsolve[mcp]'."""
-    import importlib.util
-    if importlib.util.find_spec("mcp") is None:
-        raise KbError(Diagnostic("kbsolve mcp needs the MCP SDK: pip install 'kbsolve[mcp]'"))
-    from kbsolve.mcp_server.server import serve
-    serve(list(packs or ()))
-
-
-def mcp_tools() -> list[dict]:
-    """Each MCP tool's name, description and JSON schemas (arguments, result)."""
-    from kbsolve.mcp_server.tools import TOOLS
-    return [{"name": t.name, "description": t.description, "input_schema": t.input_schema(),
-             "output_schema": t.output_schema()} for t in TOOLS.values()]
-
-
-def skill(packs: list[str] | None = None, kb: KnowledgeBase | None = None) -> dict:
-    """The agent skill's facts from the KB: frameworks, detection signs, tools."""
-    from kbsolve.mcp_server.skill import facts
-    return facts(kb or load_kb(packs))
-
-
-def write_skill(text: str, directory: str) -> list[str]:
-    """DIR/SKILL.md; refuses to replace a file `kbsolve skill` did not write."""
-    from kbsolve.mcp_server.skill import write
-    return write(text, directory)

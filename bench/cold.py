@@ -40,7 +40,8 @@ def timed_runs(cmd: list[str], runs: int, env: dict, budget_s: float) -> dict:
 def measure(runs: int = 10, budget_s: float = 20.0) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "KBSOLVE_CACHE_DIR": cache}
-        subprocess.run(KBSOLVE + ["kb", "check"], env=env, capture_output=True)  # fill it
+        # fill it: `kb check` checks without the cache (use_cache=False), a listing reads it
+        subprocess.run(KBSOLVE + ["list", "gpus"], env=env, capture_output=True)
         return {"diffusion": timed_runs(DIFFUSION, runs, env, budget_s),
                 "llm": timed_runs(LLM, runs, env, budget_s),
                 "import_floor": timed_runs(FLOOR, runs, env, budget_s)}

@@ -20,7 +20,7 @@ def _timed(fn, repeat: int) -> list[float]:
 
 
 def measure(repeat: int = 3) -> dict:
-    from kbsolve.dsl import load_kb
+    from kbsolve.catalog import load_kb
     from kbsolve.dsl.parse import parser
 
     parser()  # the grammar is built once per process; time it apart
@@ -31,7 +31,7 @@ def measure(repeat: int = 3) -> dict:
         load_kb()
         warm = _timed(lambda: load_kb(), repeat)
         process = _timed(lambda: subprocess.run(
-            [sys.executable, "-c", "from kbsolve.dsl import load_kb; load_kb()"],
+            [sys.executable, "-c", "from kbsolve.catalog import load_kb; load_kb()"],
             check=True, env={**os.environ, "KBSOLVE_CACHE_DIR": cache}), 3)
         floor = _timed(lambda: subprocess.run(
             [sys.executable, "-c", "import z3, lark, pydantic, networkx, yaml, click"],

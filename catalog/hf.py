@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kbsolve.catalog.schema import model_class
-from kbsolve.catalog.vocab import Vocabulary
+from kbsolve.dsl.vocab import Vocabulary
 from kbsolve.catalog.yamlpos import MAX_BYTES, Positions, load_yaml, read_text
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, SourceCache, Span,
                                  did_you_mean)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from kbsolve.catalog.hf import HF_FILE, HfTable, load_hf_table
 from kbsolve.catalog.schema import catalog_models, missing_list, model_class
-from kbsolve.catalog.vocab import Vocabulary
+from kbsolve.dsl.vocab import Vocabulary
 from kbsolve.catalog.yamlpos import Positions, load_yaml
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, SourceCache, Span,
                                  did_you_mean)

@@ -2,7 +2,7 @@
 
 The fields, their types, units, bounds and defaults, and the value sets of
 `vendor`, `arch`, `link`, `kind`, ... are declared in the KB
-(kb/core/vocabulary.kb, extended by rule packs); catalog/vocab.py holds them,
+(kb/core/vocabulary.kb, extended by rule packs); dsl/vocab.py holds them,
 and this module turns them into pydantic models, lazily: importing it builds
 nothing and imports no pydantic. Catalog entries reject unknown keys and wrong
 types (strict mode: no "80" for 80); every entry names its `source`.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from kbsolve.catalog.vocab import BOOKKEEPING, SOURCES, Vocabulary, shipped
+from kbsolve.dsl.vocab import BOOKKEEPING, SOURCES, Vocabulary, shipped
 
 _NOT_FACTS = frozenset(BOOKKEEPING)  # bookkeeping fields are never facts
 
@@ -56,9 +56,7 @@ def fact_field_type(prefix: str, field: str,
 
 def fact_fields(prefix: str, vocabulary: Vocabulary | None = None) -> list[str]:
     """The usable fact fields of `prefix`, in declaration order."""
-    vocab = vocabulary if vocabulary is not None else shipped()
-    return [f.name for f in vocab.group(prefix)
-            if f.fact_type is not None and f.name not in _NOT_FACTS]
+    return (vocabulary if vocabulary is not None else shipped()).fact_fields(prefix)
 
 
 def missing_list(fields: list[str]) -> str:

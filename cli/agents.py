@@ -1,10 +1,11 @@
-"""`kbsolve mcp` (the MCP server on stdio) and `kbsolve skill` (SKILL.md for agents)."""
+"""`kbsolve mcp` (the MCP server on stdio) and `kbsolve skill` (SKILL.md for agents):
+the CLI starts the other front end, kbsolve.mcp_server, which reads the api."""
 
 from __future__ import annotations
 
 import click
 
-from kbsolve import api
+from kbsolve import mcp_server
 from kbsolve.cli.kbcmd import kb_option
 from kbsolve.render import render
 
@@ -16,9 +17,9 @@ from kbsolve.render import render
 def mcp_command(describe: bool, packs: tuple[str, ...]) -> int:
     """Serve kbsolve's tools to coding agents over MCP (stdio); needs kbsolve[mcp]."""
     if describe:
-        click.echo(render(api.mcp_tools(), "markdown", kind="mcp_tools"), nl=False)
+        click.echo(render(mcp_server.mcp_tools(), "markdown", kind="mcp_tools"), nl=False)
         return 0
-    api.serve_mcp(list(packs))
+    mcp_server.serve_mcp(list(packs))
     return 0
 
 
@@ -28,9 +29,9 @@ def mcp_command(describe: bool, packs: tuple[str, ...]) -> int:
 @kb_option
 def skill_command(emit_dir: str | None, packs: tuple[str, ...]) -> int:
     """A SKILL.md telling coding agents when and how to ask kbsolve, from the KB."""
-    text = render(api.skill(list(packs)), "markdown", kind="skill")
+    text = render(mcp_server.skill_facts(list(packs)), "markdown", kind="skill")
     if emit_dir is None:
         click.echo(text, nl=False)
         return 0
-    click.echo(render(api.write_skill(text, emit_dir), "text", kind="emitted"), err=True)
+    click.echo(render(mcp_server.write_skill(text, emit_dir), "text", kind="emitted"), err=True)
     return 0

@@ -1,7 +1,10 @@
-"""The rule language front end: text, then AST, then a checked KnowledgeBase."""
+"""The rule language front end: text, then AST, then a checked KnowledgeBase.
+
+The language knows nothing of the catalogs, nor of any layer above: the KB with
+its catalogs is `kbsolve.catalog.load_kb`."""
 
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.dsl.load import check_paths, kb_roots, load_kb
+from kbsolve.dsl.load import kb_roots
 
 
 def __getattr__(name: str):
@@ -11,4 +14,4 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["KnowledgeBase", "check_paths", "kb_roots", "load_kb", "parse_module"]
+__all__ = ["KnowledgeBase", "kb_roots", "parse_module"]

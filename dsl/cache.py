@@ -9,6 +9,7 @@ same bytes give the same (read-only) object without a second unpickling.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pickle
@@ -50,7 +51,7 @@ class KbCache:
             _LOADED.move_to_end(checksum)
             return _LOADED[checksum]
         try:
-            value = pickle.loads(payload)
+            value = _unpickle(payload)
         except Exception:  # a payload from another version: rebuild it
             _remove(path)
             return None
@@ -70,6 +71,22 @@ class KbCache:
             _keep(checksum, value)
         except (OSError, pickle.PicklingError, RecursionError):
             pass  # the cache is an optimisation; a read-only home must still work
+
+
+def _unpickle(payload: bytes):
+    """The KB, unpickled without garbage collection passes: it is hundreds of thousands of
+    new objects and no garbage, and each pass would walk them all again (issue 25: most
+    of a cached load's time). The KB is read-only from here on: moved out of the
+    collector's generations (gc.freeze), later passes skip it too."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        value = pickle.loads(payload)
+    finally:
+        if enabled:
+            gc.enable()
+    gc.freeze()
+    return value
 
 
 def _keep(checksum: bytes, value) -> None:

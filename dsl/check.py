@@ -11,8 +11,6 @@ from fractions import Fraction
 
 import networkx as nx
 
-from kbsolve.catalog.schema import fact_fields
-from kbsolve.catalog.vocab import BOOKKEEPING, Field, Vocabulary
 from kbsolve.diagnostic_codes import BY_NAME, WARNING, silenceable
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span,
                                   deep_recursion, did_you_mean)
@@ -22,6 +20,7 @@ from kbsolve.dsl.resolve import BUILTINS, ERROR, Context, Resolver, Symbols
 from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
 from kbsolve.dsl.types import show_value as _show
+from kbsolve.dsl.vocab import BOOKKEEPING, Field, Vocabulary
 
 FILE_KINDS = ("yaml", "json", "env", "params", "args", "script", "requirements")
 PRIORITIES = ("P0", "P1", "P2")
@@ -158,7 +157,7 @@ class _Checker:
                     self.sink.error(f"the {prefix} attribute '{field}' is a list, which rules "
                                     f"cannot read", decl.name_span, code="unknown-attribute")
                     continue
-                close = did_you_mean(field, fact_fields(prefix, self.vocab))
+                close = did_you_mean(field, self.vocab.fact_fields(prefix))
                 hint = "" if close else \
                     f"declare the attribute first: field {prefix}.{field}: TYPE {{ ... }}"
                 if not self.partial:
@@ -774,7 +773,7 @@ class _Checker:
     def _test(self, entry: Entry) -> kb.Test:
         decl = entry.decl
         allowed = ("gpus", "model", "framework", "task", "network", "objective",
-                   "headroom") + tuple(fact_fields("query", self.vocab)) + self.extra_given
+                   "headroom") + tuple(self.vocab.fact_fields("query")) + self.extra_given
         given = []
         for clause in decl.clauses_of("t_given"):
             for pin in clause.args:

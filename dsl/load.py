@@ -1,30 +1,28 @@
-"""Find rule files and catalogs, parse and check them, cache the result.
+"""Find the rule files and parse them.
 
 The shipped KB is `kbsolve/kb`; rule packs (`--kb DIR`, `KBSOLVE_PATH`) are
-laid on top. A pack holds `**/*.kb` files and optionally `catalog/*.yaml`.
+laid on top. A pack holds `**/*.kb` files and optionally `catalog/*.yaml`: the
+catalogs are the catalog layer's (catalog/knowledge.py: `load_kb` checks the
+rules, validates the catalogs against their vocabulary, and caches the KB).
 """
 
 from __future__ import annotations
 
 import functools
-
-import hashlib
 import os
 from importlib import resources
 from pathlib import Path
 
-from kbsolve import __version__
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, SourceCache, Span)
-from kbsolve.dsl.cache import KbCache
-from kbsolve.dsl.grammar import grammar_text
-from kbsolve.dsl.kb import KnowledgeBase
 
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
 
 PATH_ENV = "KBSOLVE_PATH"
 
 
+@functools.lru_cache(maxsize=1)
 def shipped_root() -> Path:
+    """Where the shipped KB is installed (it does not move while the process runs)."""
     return Path(str(resources.files("kbsolve").joinpath("kb")))
 
 
@@ -38,36 +36,9 @@ def kb_roots(extra: list[str | Path] | None = None) -> list[Path]:
     return roots
 
 
-def load_kb(paths: list[str | Path] | None = None, *, use_cache: bool = True) -> KnowledgeBase:
-    """Load and check the shipped KB plus packs; raise KbError on any error."""
-    roots = kb_roots(paths)
-    files, sink = _rule_files(roots)
-    digest = _digest(files + _catalog_files(roots))
-    cache = KbCache() if use_cache else None
-    if cache is not None and not sink.errors:
-        cached = cache.get(digest)
-        if isinstance(cached, KnowledgeBase):
-            return cached
-    knowledge = _build(files, roots, sink)
-    if cache is not None:
-        cache.put(digest, knowledge)
-    return knowledge
-
-
-@functools.lru_cache(maxsize=512)
-def _parsed(text: str, name: str):
-    """A module's AST (immutable), parsed once per process per text: a process
-    that loads the KB again (other packs, no cache) parses only what changed."""
-    from kbsolve.dsl.parse import parse_module
-    return parse_module(text, name)
-
-
-def _build(files: list[tuple[str, str]], roots: list[Path], sink: DiagnosticSink):
-    # Imported here: a cache hit needs neither lark nor networkx.
-    from kbsolve.catalog import load_catalog
-    from kbsolve.dsl.check import check
-    from kbsolve.dsl.vocab import build as build_vocabulary
-
+def parse_rules(files: list[tuple[str, str]], sink: DiagnosticSink):
+    """The rule files' ASTs, their texts (for diagnostics) and whether some failed to
+    parse (their errors go to `sink`)."""
     sources = SourceCache()
     modules = []
     partial = False
@@ -78,53 +49,19 @@ def _build(files: list[tuple[str, str]], roots: list[Path], sink: DiagnosticSink
         except KbError as exc:
             sink.items.extend(exc.diagnostics)
             partial = True
-    # The vocabulary first: the catalogs are validated against the models built
-    # from it, and the checker's facts must name its fields. When it is broken
-    # the catalogs are not validated: their errors would follow from its own.
-    before = len(sink.errors)
-    vocabulary = build_vocabulary(modules, sink)
-    catalog = None
-    if len(sink.errors) == before and vocabulary.fields:
-        try:
-            catalog = load_catalog(_catalog_dirs(roots), vocabulary)
-        except KbError as exc:
-            sink.items.extend(exc.diagnostics)
-            for diag in exc.diagnostics:
-                if diag.span and diag.span.file and Path(diag.span.file).is_file():
-                    sources.add(diag.span.file, Path(diag.span.file).read_text("utf-8", "replace"))
-    knowledge = check(modules, sink, partial=partial, vocabulary=vocabulary)
-    sink.raise_if_errors(sources)
-    return _with(knowledge, files, catalog)
+    return modules, sources, partial
 
 
-def _with(knowledge: KnowledgeBase, files, catalog) -> KnowledgeBase:
-    from dataclasses import replace
-    shas = tuple((name, hashlib.sha256(text.encode("utf-8")).hexdigest()) for name, text in files)
-    return replace(knowledge, files=shas, catalog=catalog)
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str, name: str):
+    """A module's AST (immutable), parsed once per process per text: a process
+    that loads the KB again (other packs, no cache) parses only what changed."""
+    from kbsolve.dsl.parse import parse_module
+    return parse_module(text, name)
 
 
-def _catalog_files(roots: list[Path]) -> list[tuple[str, str]]:
-    found = []
-    for directory in _catalog_dirs(roots):
-        for path in sorted(directory.glob("*.yaml")):
-            try:
-                found.append((_display(path), path.read_bytes().decode("utf-8", "replace")))
-            except OSError:
-                found.append((_display(path), "<unreadable>"))
-    return found
-
-
-def _catalog_dirs(roots: list[Path]) -> list[Path]:
-    dirs = []
-    for root in roots:
-        for candidate in (root / "catalog", root):
-            if candidate.is_dir() and any(candidate.glob("*.yaml")):
-                dirs.append(candidate)
-                break
-    return dirs
-
-
-def _rule_files(roots: list[Path]) -> tuple[list[tuple[str, str]], DiagnosticSink]:
+def rule_files(roots: list[Path]) -> tuple[list[tuple[str, str]], DiagnosticSink]:
+    """The `*.kb` files of the roots, (display name, text), each real file once."""
     sink = DiagnosticSink()
     files: list[tuple[str, str]] = []
     seen: dict[Path, str] = {}
@@ -202,35 +139,5 @@ def _read(path: Path, sink: DiagnosticSink) -> str | None:
         return None
 
 
-def _digest(files: list[tuple[str, str]]) -> str:
-    h = hashlib.sha256()
-    h.update(__version__.encode())
-    h.update(_code_digest().encode())
-    h.update(grammar_text().encode("utf-8"))
-    for name, text in files:
-        h.update(b"\0file\0" + name.encode("utf-8") + b"\0" + text.encode("utf-8"))
-    return h.hexdigest()
-
-
-def _code_digest() -> str:
-    """The front end's own code, so that an edited checker never reads a stale cache."""
-    h = hashlib.sha256()
-    package = Path(__file__).resolve().parent.parent
-    for folder in ("dsl", "catalog"):
-        for path in sorted((package / folder).glob("*.py")):
-            h.update(path.name.encode() + b"\0" + path.read_bytes())
-    registry = package / "diagnostic_codes.py"  # which codes a `silence` may name
-    h.update(registry.name.encode() + b"\0" + registry.read_bytes())
-    return h.hexdigest()
-
-
-def check_paths(paths: list[str | Path] | None = None) -> tuple[KnowledgeBase | None, KbError | None]:
-    """`kb check`: the KB, or the error that stopped it (never both)."""
-    try:
-        return load_kb(paths, use_cache=False), None
-    except KbError as exc:
-        return None, exc
-
-
-__all__ = ["load_kb", "check_paths", "kb_roots", "shipped_root", "PATH_ENV", "Diagnostic",
+__all__ = ["kb_roots", "parse_rules", "rule_files", "shipped_root", "PATH_ENV", "Diagnostic",
            "Note"]

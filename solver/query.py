@@ -173,7 +173,7 @@ def _shape_option(kb: KnowledgeBase, framework: str, fact: str, option) -> bool:
     bound = [o for o in kb.options_of(framework) if fact_binding(kb, o) == fact]
     if len(bound) == 1:
         return True
-    from kbsolve.audit.audit_data import audit_data
+    from kbsolve.program.repo_files import audit_data
     return audit_data(kb, framework).shape.get(fact) == option.key
 
 

@@ -25,7 +25,7 @@ def _shipped_kb_cache_entries(tmp_path_factory) -> list:
         patch.setenv(CACHE_ENV, str(folder))
         patch.delenv("KBSOLVE_PATH", raising=False)
         try:
-            from kbsolve.dsl import load_kb
+            from kbsolve.catalog import load_kb
             load_kb()
         except Exception:  # noqa: BLE001 - the tests that load the KB say what is wrong
             return []
@@ -91,6 +91,26 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    _skip_reasons(terminalreporter)
+    _cpu_durations(terminalreporter, config)
+
+
+def _skip_reasons(terminalreporter) -> None:
+    """Why tests skipped, one line per reason with its count (pytest's own `-rs` lists
+    every slow test apart): a check that did not run says so, and what it needs."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        terminalreporter.section(f"skipped: {sum(reasons.values())} tests, and why")
+        for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+            terminalreporter.write_line(f"{count:5d}  {reason}")
+
+
+def _cpu_durations(terminalreporter, config) -> None:
     count = config.getoption("--cpu-durations")
     if count is None or not _CPU:
         return

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kbsolve.dsl import load
+from kbsolve.catalog import knowledge as load
 from kbsolve.dsl.cache import CACHE_ENV, KbCache, cache_dir
 from kbsolve.dsl.kb import KnowledgeBase
 
@@ -188,7 +188,7 @@ def test_damaged_entry_is_removed_by_get(tmp_path):
 
 WORKER = textwrap.dedent("""
     import glob, os, sys
-    from kbsolve.dsl import load_kb
+    from kbsolve.catalog import load_kb
     if sys.argv[1] == "clear":  # force a rebuild and a write racing with the other process
         for path in glob.glob(os.path.join(os.environ["KBSOLVE_CACHE_DIR"], "kb-*")):
             try:

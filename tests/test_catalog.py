@@ -457,7 +457,7 @@ def test_importing_the_catalog_builds_no_model():
 
 
 def test_shipped_models_follow_the_vocabulary():
-    from kbsolve.catalog.vocab import shipped
+    from kbsolve.dsl.vocab import shipped
     vocab = shipped()
     assert vocab.enums["gpu_vendor"].values == ("nvidia", "amd", "huawei")
     assert vocab.memory_levels == ("allocated", "reserved", "device")

@@ -36,7 +36,7 @@ from lark import Lark
 
 from cli_helpers import run_kbsolve
 from kbsolve.diagnostics import DiagnosticSink, KbError
-from kbsolve.dsl import load_kb
+from kbsolve.catalog import load_kb
 from kbsolve.dsl.check import check
 from kbsolve.dsl.load import shipped_root
 from kbsolve.dsl.parse import grammar_text, keywords, parse_module

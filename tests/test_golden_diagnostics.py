@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kbsolve.diagnostics import KbError
-from kbsolve.dsl import load_kb
+from kbsolve.catalog import load_kb
 from kbsolve.dsl.load import shipped_root
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "diagnostics"
@@ -104,7 +104,7 @@ def test_let_cycle_reports_all_three_members(tmp_path, monkeypatch):
 CYCLE_SCRIPT = """
 from pathlib import Path
 from kbsolve.diagnostics import KbError
-from kbsolve.dsl import load_kb
+from kbsolve.catalog import load_kb
 try:
     load_kb([Path(".")], use_cache=False)
 except KbError as error:

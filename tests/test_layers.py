@@ -1,11 +1,20 @@
-"""The layers hold: the CLI reaches kbsolve only through kbsolve.api and
-kbsolve.render; the renderers read data models and touch no solver; and
-`kbsolve --help` imports none of the heavy libraries."""
+"""The layers hold, every arrow of them, computed from the imports.
+
+The architecture, bottom to top, as the data flows: text -> AST -> checked KB ->
+linked program -> search -> plan -> render, with the audit and the linter on the
+program, the api over all of it and the front ends (the CLI, the MCP server) over
+the api. ARCHITECTURE below is that order written once as the imports each part
+of kbsolve may make; an arrow it does not list is a never-arrow. The graph is the
+AST of every module of the package (function-level and typing-only imports
+included), and it has no cycle. Besides: the renderers read data models and
+touch no solver, and `kbsolve --help` imports none of the heavy libraries."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,14 +60,161 @@ def under(module: str, *roots: str) -> bool:
     return any(module == root or module.startswith(root + ".") for root in roots)
 
 
-def test_the_cli_imports_only_api_and_render():
-    files = sorted((ROOT / "cli").glob("*.py"))
-    assert files
-    bad = [f"cli/{path.name}:{line}: {module}"
-           for path in files for module, line, _ in imports(path, "kbsolve.cli")
-           if ours(module) and module not in ("kbsolve.api", "kbsolve.render")
-           and not under(module, "kbsolve.cli")]
-    assert not bad, "the CLI must go through kbsolve.api and kbsolve.render:\n" + "\n".join(bad)
+# ---- the architecture: what each part of kbsolve may import ----------------------------
+# A part is a package (dsl/, catalog/, ...) or a top-level module (api.py, ...); `kbsolve`
+# is the package's own __init__ (the lazy facade over the api). Bottom to top:
+ARCHITECTURE: dict[str, set[str]] = {
+    # leaves
+    "version": set(),
+    "diagnostics": set(),
+    # text -> AST -> checked rules and the vocabulary: the language, which knows nothing of
+    # the catalogs, the program, the search or anything above
+    "dsl": {"diagnostics"},
+    # the checked KB: the rules with the catalogs validated against the language's
+    # vocabulary (the catalog sits above the language)
+    "catalog": {"dsl", "diagnostics", "version"},
+    # the linked program: facts, evaluation, tables, a query's problem
+    "program": {"catalog", "dsl", "diagnostics"},
+    # the search and the plan built from its outcome
+    "solver": {"program", "catalog", "dsl", "diagnostics"},
+    # the audit and the linter use the program (and the search: best plans, fixes, KB tests);
+    # neither imports the other
+    "audit": {"solver", "program", "catalog", "dsl", "diagnostics"},
+    "lint": {"solver", "program", "catalog", "dsl", "diagnostics"},
+    # every result as text: data models only (test_render_reads_data_models_only)
+    "render": {"solver", "audit", "lint", "diagnostics"},
+    # the one door
+    "api": {"render", "audit", "lint", "solver", "program", "catalog", "dsl", "diagnostics"},
+    # the front ends: the CLI imports only the api and render, and starts the other front
+    # end (`kbsolve mcp`, `kbsolve skill`); the MCP server reads the api and the data models
+    # its tools' schemas name
+    "cli": {"api", "render", "mcp_server"},
+    "mcp_server": {"api", "render", "solver", "audit", "diagnostics"},
+    "__main__": {"cli"},
+    "kbsolve": {"api", "version"},
+}
+PARTS = sorted(ARCHITECTURE)
+
+
+def part_of(module: str) -> str:
+    """The part a module of ours belongs to (`kbsolve.dsl.load` -> dsl, `kbsolve.api`
+    -> api); a name the package's __init__ defines (`kbsolve.__version__`) -> kbsolve."""
+    name = module.split(".")[1] if module.count(".") else ""
+    if name and ((ROOT / name / "__init__.py").is_file() or (ROOT / f"{name}.py").is_file()):
+        return name
+    return "kbsolve"
+
+
+def package_files() -> dict[str, list[tuple[Path, str]]]:
+    """part -> [(file, its package for relative imports)]: every module kbsolve ships."""
+    parts: dict[str, list[tuple[Path, str]]] = {}
+    for path in sorted(ROOT.glob("*.py")):
+        part = "kbsolve" if path.stem == "__init__" else path.stem
+        parts.setdefault(part, []).append((path, "kbsolve"))
+    for init in sorted(ROOT.glob("*/__init__.py")):
+        folder = init.parent
+        if folder.name in ("tests", "bench"):  # not shipped (pyproject's packages)
+            continue
+        for path in sorted(folder.rglob("*.py")):
+            package = ".".join(["kbsolve", *path.parent.relative_to(ROOT).parts])
+            parts.setdefault(folder.name, []).append((path, package))
+    return parts
+
+
+@functools.lru_cache(maxsize=1)
+def import_graph() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(part, part it imports) -> where, `file:line`, for every import between parts."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for part, files in package_files().items():
+        for path, package in files:
+            for module, line, _ in imports(path, package):
+                if ours(module) and part_of(module) != part:
+                    where = f"{path.relative_to(ROOT)}:{line}: {module}"
+                    arrows.setdefault((part, part_of(module)), []).append(where)
+    return {arrow: tuple(found) for arrow, found in arrows.items()}
+
+
+def cycles(arrows) -> list[list[str]]:
+    """The strongly connected parts (Tarjan) of more than one part."""
+    succ: dict[str, list[str]] = {}
+    for src, dst in arrows:
+        succ.setdefault(src, []).append(dst)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in succ.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted({n for arrow in arrows for n in arrow}):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_architecture_names_every_part_kbsolve_ships():
+    """A new package or top-level module takes its place in ARCHITECTURE first."""
+    shipped = set(package_files())
+    assert shipped == set(ARCHITECTURE), (sorted(shipped - set(ARCHITECTURE)),
+                                          sorted(set(ARCHITECTURE) - shipped))
+    listed = {name.split(".", 1)[1] for name in re.findall(
+        r'"(kbsolve\.[a-z_]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))}
+    assert listed == {part for part, files in package_files().items()
+                      if (ROOT / part / "__init__.py").is_file()}
+
+
+def test_the_architecture_is_a_layer_order():
+    """The table itself has no cycle, and no part imports itself through it."""
+    arrows = [(src, dst) for src, dsts in ARCHITECTURE.items() for dst in dsts]
+    assert all(dst in ARCHITECTURE for _, dst in arrows)
+    assert all(src != dst for src, dst in arrows)
+    assert cycles(arrows) == []
+
+
+@pytest.mark.parametrize("src", PARTS)
+def test_every_arrow_is_in_the_architecture(src):
+    """Each import of `src` goes to a part the architecture lets it read; any other
+    arrow is a never-arrow (the parameter names the importing part)."""
+    graph = import_graph()
+    assert any(s == src for s, _ in graph) or src in ("version", "diagnostics"), \
+        f"{src} imports nothing of kbsolve: is it still a part?"
+    bad = [where for (s, dst), found in sorted(graph.items()) if s == src
+           and dst not in ARCHITECTURE[src] for where in found]
+    assert not bad, (f"{src} may import only {sorted(ARCHITECTURE[src]) or 'nothing'} "
+                     f"of kbsolve (tests/test_layers.py ARCHITECTURE):\n" + "\n".join(bad))
+
+
+def test_there_is_no_import_cycle_between_parts():
+    assert cycles(import_graph()) == []
+
+
+def test_the_graph_sees_what_it_checks():
+    """The walk finds a function-level import (api -> dsl), a typing-only one (render ->
+    audit); a forbidden arrow, once made, closes a cycle it reports."""
+    graph = import_graph()
+    assert ("api", "dsl") in graph and ("cli", "api") in graph
+    assert ("render", "audit") in graph
+    made = {**graph, ("dsl", "solver"): ("dsl/x.py:1: kbsolve.solver",)}
+    assert any({"dsl", "catalog", "program", "solver"} <= set(c) for c in cycles(made))
+    assert cycles({("a", "b"): (), ("b", "c"): (), ("c", "a"): (), ("c", "d"): ()}) == \
+        [["a", "b", "c"]]
 
 
 # what a renderer may import when it runs: itself, diagnostics, the data models
@@ -99,8 +255,9 @@ def test_render_refuses_an_unknown_kind_or_format():
 
 
 LOADED = """
-import runpy, sys
+import os, runpy, sys
 sys.argv[0] = "kbsolve"  # the program name click prints; the module runs from this checkout
+os._exit = sys.exit  # the command ends the process itself (cli/main.py exit_now): not here
 try:
     runpy.run_module("kbsolve", run_name="__main__", alter_sys=True)
 except SystemExit as done:

@@ -4,12 +4,16 @@ LlamaFactory's own example files key by key, and run.sh launches correctly.
 
 Regenerate the goldens with KBSOLVE_REGOLD=1 after an intended change.
 A slow tier (`-m slow`) parses the emitted YAML with LlamaFactory's real
-`get_train_args` when `llamafactory` is importable."""
+`get_train_args`, here when `llamafactory` is importable, else in the side venv
+`python -m bench.parsers.venvs llamafactory` builds; without either it skips and
+says so in the summary."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,25 +122,56 @@ def test_fsdp_qlora_uses_accelerate(tmp_path):
     assert "bitsandbytes>=0.43.0" in files["requirements.txt"].splitlines()
 
 
+# LlamaFactory's get_train_args on a train.yaml, in an interpreter that has llamafactory;
+# prints what the test compares. On a machine without a GPU, `use_cpu` stands in for the
+# GPU HF's bf16 check wants, and the package checks (unsloth, liger-kernel: fact sheet P21)
+# are skipped; every key and every other rule of get_train_args still applies.
+PARSE = """
+import json, sys
+import torch, yaml
+from llamafactory.hparams import get_train_args, parser
+train = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
+if not torch.cuda.is_available():
+    train["use_cpu"] = True
+    parser.check_version = lambda *a, **k: None
+_, data_args, _, finetuning_args, _ = get_train_args(train)
+print(json.dumps({"finetuning_type": finetuning_args.finetuning_type,
+                  "cutoff_len": data_args.cutoff_len}))
+"""
+
+
+def llamafactory_python() -> str:
+    """An interpreter with LlamaFactory's parser: this one, else the side venv that
+    bench/parsers/venvs.py builds; skips, naming the venv and how to build it, when
+    neither has it."""
+    import importlib.util
+
+    from bench.parsers import venvs
+    if importlib.util.find_spec("llamafactory") is not None:
+        return sys.executable
+    if venvs.ready("llamafactory"):
+        return str(venvs.python_of("llamafactory"))
+    pytest.skip(f"LlamaFactory's parser is neither importable here nor in its side venv "
+                f"{venvs.python_of('llamafactory').parent.parent} (not built): build it with "
+                f"`python -m bench.parsers.venvs llamafactory` from the repository root "
+                f"(KBSOLVE_TEST_VENVS chooses the folder)")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PLANS))
-def test_real_parser_accepts(name, tmp_path, monkeypatch):
-    """LlamaFactory's own get_train_args on the emitted YAML (needs llamafactory).
-
-    On a machine without a GPU, `use_cpu` stands in for the GPU HF's bf16 check
-    wants, and the package checks (unsloth, liger-kernel: fact sheet P21) are
-    skipped; every key and every other rule of get_train_args still applies."""
-    hparams = pytest.importorskip("llamafactory.hparams")
-    parser = pytest.importorskip("llamafactory.hparams.parser")
-    torch = pytest.importorskip("torch")
+def test_real_parser_accepts(name, tmp_path):
+    """LlamaFactory's own get_train_args on the emitted YAML."""
+    python = llamafactory_python()
     train = yaml.safe_load(_emit(name, tmp_path)["train.yaml"])
     train.pop("deepspeed", None)  # DeepSpeed needs a distributed launch (rule P7)
     train["output_dir"] = str(tmp_path / "out")
-    if not torch.cuda.is_available():
-        train["use_cpu"] = True
-        monkeypatch.setattr(parser, "check_version", lambda *a, **k: None)
-    monkeypatch.setenv("DISABLE_VERSION_CHECK", "1")
-    model_args, data_args, training_args, finetuning_args, _ = hparams.get_train_args(train)
-    assert finetuning_args.finetuning_type == train["finetuning_type"]
+    path = tmp_path / "parsed.yaml"
+    path.write_text(yaml.safe_dump(train), encoding="utf-8")
+    done = subprocess.run([python, "-c", PARSE, str(path)], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "DISABLE_VERSION_CHECK": "1"},
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert parsed["finetuning_type"] == train["finetuning_type"]
     packed = train.get("neat_packing") or train.get("packing")
-    assert data_args.cutoff_len == train["cutoff_len"] - (1 if packed else 0)  # rule D5
+    assert parsed["cutoff_len"] == train["cutoff_len"] - (1 if packed else 0)  # rule D5

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbsolve.catalog.schema import QueryFacts
-from kbsolve.dsl import load_kb
+from kbsolve.catalog import load_kb
 from kbsolve.solver.enumerate import enumerate_best
 from kbsolve.program.facts import collect_facts, parse_gpus
 from kbsolve.program.metrics import sort_key

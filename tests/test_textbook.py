@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from kbsolve.dsl import load_kb
+from kbsolve.catalog import load_kb
 from kbsolve.dsl.ir import OptionRef
 from kbsolve.program.evaluate import Evaluator
 

@@ -14,7 +14,7 @@ from kbsolve import api
 from kbsolve.catalog import load_catalog
 from kbsolve.catalog.schema import model_class, query_facts
 from kbsolve.diagnostics import DiagnosticSink, KbError
-from kbsolve.dsl import load_kb
+from kbsolve.catalog import load_kb
 from kbsolve.dsl.cache import CACHE_ENV
 from kbsolve.dsl.parse import parse_module
 from kbsolve.dsl.vocab import build
@@ -200,7 +200,7 @@ def test_a_framework_trains_declared_model_kinds(tmp_path, monkeypatch):
 
 def test_the_vocabulary_section_of_the_reference_checks(tmp_path):
     import re
-    from kbsolve.dsl.load import check_paths
+    from kbsolve.catalog import check_paths
     text = (ROOT / "docs" / "dsl.md").read_text(encoding="utf-8")
     section = text[text.index("### 5.18"):text.index("## 6. Expressions")]
     shipped = (ROOT / "kb" / "core" / "vocabulary.kb").read_text(encoding="utf-8")

@@ -1,0 +1,131 @@
+"""What a cold `kbsolve` does to start and end fast: one BLAS thread unless the user
+chose a count, no garbage collection pass while the KB cache unpickles (and none over
+the KB after), and an exit without the interpreter's teardown once the output is
+flushed (bench/cold.py measures the cost)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kbsolve.dsl import cache as kb_cache
+
+BLAS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+PRINT_THREADS = ("import os, kbsolve, numpy; "
+                 "print(os.environ.get('OPENBLAS_NUM_THREADS', '-'))")
+
+
+def _run(code: str, tmp_path, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in BLAS}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, env={**clean, **env}, timeout=120)
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, "1"),                                # kbsolve's choice: one thread
+    ({"OPENBLAS_NUM_THREADS": "3"}, "3"),     # the user's count wins
+    ({"OMP_NUM_THREADS": "4"}, "-"),          # OpenBLAS reads this one too: left alone
+    ({"GOTO_NUM_THREADS": "2"}, "-"),
+])
+def test_numpy_starts_one_blas_thread_unless_the_user_chose(given, expected, tmp_path):
+    done = _run(PRINT_THREADS, tmp_path, **given)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [expected]
+
+
+def test_numpy_already_imported_is_left_alone(tmp_path):
+    done = _run("import numpy, os, kbsolve; print(os.environ.get('OPENBLAS_NUM_THREADS', '-'))",
+                tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["-"]
+
+
+class _Counted:
+    """Asks for one collection while it is unpickled; the test's callback sees
+    whether automatic collection was on at that moment."""
+
+    def __reduce__(self):
+        return (_Counted._built, ())
+
+    @staticmethod
+    def _built():
+        gc.collect(0)  # a pass that would run anyway past the allocation threshold
+        return _Counted()
+
+
+def test_the_cache_unpickles_without_collection_and_freezes_the_kb(tmp_path, monkeypatch):
+    monkeypatch.setattr(kb_cache, "_LOADED", type(kb_cache._LOADED)())
+    store = kb_cache.KbCache(tmp_path)
+    value = {"objects": [[i, str(i)] for i in range(20_000)], "marker": _Counted()}
+    store.put("d" * 64, value)
+    monkeypatch.setattr(kb_cache, "_LOADED", type(kb_cache._LOADED)())
+    seen = []
+
+    def watch(phase, info):
+        if phase == "start":
+            seen.append(gc.isenabled())
+
+    frozen = gc.get_freeze_count()
+    assert gc.isenabled()
+    gc.callbacks.append(watch)
+    try:
+        loaded = store.get("d" * 64)
+    finally:
+        gc.callbacks.remove(watch)
+    assert loaded["objects"][-1] == [19_999, "19999"]
+    assert seen == [False]  # the one pass the payload asked for ran with automatic gc off
+    assert gc.isenabled()  # and the collector is back on
+    assert gc.get_freeze_count() >= frozen + 20_000  # the KB's objects are out of its way
+
+
+def test_a_collector_the_caller_turned_off_stays_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(kb_cache, "_LOADED", type(kb_cache._LOADED)())
+    store = kb_cache.KbCache(tmp_path)
+    store.put("e" * 64, [1, 2, 3])
+    monkeypatch.setattr(kb_cache, "_LOADED", type(kb_cache._LOADED)())
+    gc.disable()
+    try:
+        assert store.get("e" * 64) == [1, 2, 3]
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+EXIT = """
+import atexit, sys
+atexit.register(lambda: print("teardown ran"))
+sys.argv = ["kbsolve", *{argv!r}]
+from kbsolve.cli.main import main
+sys.exit(main())
+"""
+
+
+def test_the_command_ends_without_teardown_after_flushing_everything(tmp_path):
+    """The listing is complete JSON on a pipe, the exit code is the command's, and the
+    interpreter's teardown (atexit, freeing every object) never ran."""
+    done = _run(EXIT.format(argv=["list", "gpus", "--format", "json"]), tmp_path,
+                KBSOLVE_CACHE_DIR=os.environ["KBSOLVE_CACHE_DIR"])
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert {"A100-80G-SXM", "V100-32G"} <= {row["name"] for row in rows}
+    assert "teardown ran" not in done.stdout
+
+
+def test_the_command_exit_code_survives_the_fast_exit(tmp_path):
+    done = _run(EXIT.format(argv=["--gpus", "8xA100", "--model", "no-such-model"]), tmp_path,
+                KBSOLVE_CACHE_DIR=os.environ["KBSOLVE_CACHE_DIR"])
+    assert done.returncode == 2
+    assert "no-such-model" in done.stderr and "Traceback" not in done.stderr
+    assert "teardown ran" not in done.stdout
+
+
+def test_main_with_arguments_returns_as_a_function(capsys):
+    """Called with its arguments (tests, embedding), main returns its code."""
+    from kbsolve.cli.main import main
+    assert main(["--help"]) == 0
+    assert "Usage: kbsolve" in capsys.readouterr().out
