@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from fractions import Fraction
 from typing import Any
 
@@ -30,6 +31,10 @@ EXACT_LIMIT = 1 << 12  # cells of a table of Fractions
 FRAGILE = {"<", "<=", ">", ">=", "==", "!=", "ceil", "floor", "%", "divisible"}
 UNKNOWN = None  # the range of an enum-valued expression
 _MISS = object()
+
+
+def _no_places(idx):
+    return ()
 
 
 class Table:
@@ -152,13 +157,14 @@ class Table:
 class Expr:
     """An operation over cells too large to table together."""
 
-    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo")
+    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
         self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
+        self._keys: list = [_no_places]
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -174,9 +180,8 @@ class Expr:
 
     def bound(self, k: int, idx: list[int]):
         """Remembered by the values of the options it reads that are set."""
-        places = self._places
-        j = bisect.bisect_left(places, k)
-        key = (j, *[idx[p] for p in places[:j]])
+        j = bisect.bisect_left(self._places, k)
+        key = (j, self._keys[j](idx))
         found = self._memo.get(key, _MISS)
         if found is _MISS:
             if len(self._memo) > 1 << 14:
@@ -188,6 +193,9 @@ class Expr:
     def prepare(self, position, allowed) -> None:
         self._places = tuple(sorted(position[a] for a in self.deps))
         self._memo = {}
+        # the memo's key reads the values at the first j places (one C call)
+        self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
+                                     for j in range(1, len(self._places) + 1)]
 
     def tables(self, found: dict) -> dict:
         for arg in self.args:
