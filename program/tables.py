@@ -42,7 +42,7 @@ class Table:
     search, prepare() lays the table out in the search's order of options."""
 
     __slots__ = ("deps", "sizes", "array", "_values", "kind", "exact", "strides", "_levels",
-                 "_search_deps", "_full", "need")
+                 "_search_deps", "_full", "need", "_floats")
 
     def __init__(self, deps: tuple[int, ...], sizes: tuple[int, ...], array, kind: str,
                  exact: bool):
@@ -52,6 +52,13 @@ class Table:
         self._levels = None
         self._search_deps = ()
         self.need = "both"  # or "low" / "high": the side of the ranges a search reads
+        self._floats = None
+
+    def floats(self):
+        """The array in float64 (made on first use; the array itself when it is)."""
+        if self._floats is None:
+            self._floats = np.asarray(self.array, dtype=float)
+        return self._floats
 
     @property
     def values(self) -> list:
@@ -137,7 +144,7 @@ class Table:
         table's minimum (num tables; for ordering a search)."""
         if self.kind != "num" or not self.deps:
             return {}
-        array = np.asarray(self.array, dtype=float)
+        array = self.floats()
         mask = allowed_mask(self.sizes, [allowed[axis] for axis in self.deps])
         if not mask.any():
             return {}

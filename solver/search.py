@@ -160,9 +160,11 @@ class Search:
         for cell in self.cells:
             if not isinstance(cell, Table) or cell.kind != "num":
                 continue
-            for axis, lift in cell.spread(allowed).items():
-                score[axis] = max(score[axis], lift / max(abs(float(
-                    np.nanmin(np.asarray(cell.array, dtype=float)))), 1e-30))
+            lifts = cell.spread(allowed)
+            if lifts:  # the table's least value scales its lifts (found once per table)
+                scale = max(abs(float(np.nanmin(cell.floats()))), 1e-30)
+            for axis, lift in lifts.items():
+                score[axis] = max(score[axis], lift / scale)
         for cell in self.memory:
             if isinstance(cell, Table):
                 for axis, lift in cell.spread(allowed).items():
