@@ -11,6 +11,7 @@ let is computed once per distinct projection, not once per assignment.
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -53,7 +54,8 @@ class Evaluator:
         if reads is None or reads[0] is not node:
             reads = (node, sorted(options_read(self.kb, node)))
             table[id(node)] = reads
-        slot = (id(node), *[assignment.get(option) for option in reads[1]])
+        slot = (id(node), *[(v._numerator, v._denominator) if type(v) is Fraction else v
+                            for v in map(assignment.get, reads[1])])  # see Memo keys
         if slot not in self.store:
             self.store[slot] = self.run(node, assignment, memo)
         return self.store[slot]
@@ -120,13 +122,21 @@ def _let(kb: KnowledgeBase, key: str):
             if not built:
                 built.extend([closure(kb, kb.lets[key].expr), sorted(_let_options(kb, key))])
             assignment = env[0]
-            slot = (key, *[assignment.get(option) for option in built[1]])
+            slot = (key, *[(v._numerator, v._denominator) if type(v) is Fraction else v
+                           for v in map(assignment.get, built[1])])  # see Memo keys
             store = env[3]
             if slot not in store:
                 store[slot] = built[0](env)
             memo[key] = store[slot]
         return memo[key]
     return get
+
+
+# Memo keys (a let's or a node's, by the values of the options it reads) hold a
+# Fraction as its (numerator, denominator): that hashes several times faster than
+# the Fraction (Python 3.11 computes a Fraction's hash anew each time). Option
+# values are never tuples, so the keys of different values never meet; equal
+# values of two types (1 and Fraction(1)) may miss, and are computed again.
 
 
 def _let_options(kb: KnowledgeBase, key: str) -> set[str]:
@@ -168,7 +178,7 @@ def _divide(node: ir.Op, a, b):
         if divisor == 0:
             raise KbError(Diagnostic("division by zero: a fact or option in this formula is 0 "
                                      "for this query", span, code="div-zero"))
-        return Fraction(a(env)) / Fraction(divisor)
+        return _QUOTIENT(a(env), divisor)
     return run
 
 
@@ -180,6 +190,20 @@ def _divisible(a, b):
     return b != 0 and Fraction(a) % Fraction(b) == 0
 
 
+def _exact(fn):
+    """fn over Fractions: an operand already a Fraction (or a plain int beside one)
+    is used as it is, the rest converted; the result is a Fraction either way."""
+    def run(a, b):
+        ta, tb = type(a), type(b)
+        if ta is Fraction and (tb is Fraction or tb is int) or \
+                tb is Fraction and ta is int:
+            return fn(a, b)
+        return fn(Fraction(a), Fraction(b))
+    return run
+
+
+_QUOTIENT = _exact(operator.truediv)  # a Fraction: an int by an int too
+
 _LAZY = {
     "if": lambda c, t, e: (lambda env: t(env) if c(env) else e(env)),
     "and": lambda a, b: (lambda env: bool(a(env)) and bool(b(env))),
@@ -189,8 +213,8 @@ _LAZY = {
 
 _STRICT = {
     "not": lambda a: not a, "neg": lambda a: -a,
-    "+": lambda a, b: Fraction(a) + Fraction(b), "-": lambda a, b: Fraction(a) - Fraction(b),
-    "*": lambda a, b: Fraction(a) * Fraction(b), "%": _mod,
+    "+": _exact(operator.add), "-": _exact(operator.sub), "*": _exact(operator.mul),
+    "%": _mod,
     "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
     ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,

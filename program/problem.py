@@ -66,7 +66,15 @@ class Problem:
         return Evaluator(self.kb, self.framework, self.facts)
 
     def items(self, table: dict) -> list:
-        return [v for k, v in sorted(table.items()) if v.framework == self.framework]
+        """The framework's entries of a KB table, by key (sorted once per problem:
+        a plan asks for the same few tables hundreds of times; the KB is frozen)."""
+        cache = self.__dict__.setdefault("_items", {})
+        found = cache.get(id(table))
+        if found is None or found[0] is not table:
+            found = (table, [v for k, v in sorted(table.items())
+                             if v.framework == self.framework])
+            cache[id(table)] = found
+        return list(found[1])
 
     @property
     def options(self) -> list[Option]:

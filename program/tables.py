@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from fractions import Fraction
 from typing import Any
 
@@ -32,12 +33,16 @@ UNKNOWN = None  # the range of an enum-valued expression
 _MISS = object()
 
 
+def _no_places(idx):
+    return ()
+
+
 class Table:
     """Values over the open options `deps` (ascending axes), row-major. For a
     search, prepare() lays the table out in the search's order of options."""
 
     __slots__ = ("deps", "sizes", "array", "_values", "kind", "exact", "strides", "_levels",
-                 "_search_deps", "_full", "need")
+                 "_search_deps", "_full", "need", "_floats")
 
     def __init__(self, deps: tuple[int, ...], sizes: tuple[int, ...], array, kind: str,
                  exact: bool):
@@ -47,6 +52,13 @@ class Table:
         self._levels = None
         self._search_deps = ()
         self.need = "both"  # or "low" / "high": the side of the ranges a search reads
+        self._floats = None
+
+    def floats(self):
+        """The array in float64 (made on first use; the array itself when it is)."""
+        if self._floats is None:
+            self._floats = np.asarray(self.array, dtype=float)
+        return self._floats
 
     @property
     def values(self) -> list:
@@ -132,7 +144,7 @@ class Table:
         table's minimum (num tables; for ordering a search)."""
         if self.kind != "num" or not self.deps:
             return {}
-        array = np.asarray(self.array, dtype=float)
+        array = self.floats()
         mask = allowed_mask(self.sizes, [allowed[axis] for axis in self.deps])
         if not mask.any():
             return {}
@@ -152,13 +164,14 @@ class Table:
 class Expr:
     """An operation over cells too large to table together."""
 
-    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo")
+    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
         self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
+        self._keys: list = [_no_places]
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -174,9 +187,8 @@ class Expr:
 
     def bound(self, k: int, idx: list[int]):
         """Remembered by the values of the options it reads that are set."""
-        places = self._places
-        j = bisect.bisect_left(places, k)
-        key = (j, *[idx[p] for p in places[:j]])
+        j = bisect.bisect_left(self._places, k)
+        key = (j, self._keys[j](idx))
         found = self._memo.get(key, _MISS)
         if found is _MISS:
             if len(self._memo) > 1 << 14:
@@ -188,6 +200,9 @@ class Expr:
     def prepare(self, position, allowed) -> None:
         self._places = tuple(sorted(position[a] for a in self.deps))
         self._memo = {}
+        # the memo's key reads the values at the first j places (one C call)
+        self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
+                                     for j in range(1, len(self._places) + 1)]
 
     def tables(self, found: dict) -> dict:
         for arg in self.args:

@@ -160,9 +160,11 @@ class Search:
         for cell in self.cells:
             if not isinstance(cell, Table) or cell.kind != "num":
                 continue
-            for axis, lift in cell.spread(allowed).items():
-                score[axis] = max(score[axis], lift / max(abs(float(
-                    np.nanmin(np.asarray(cell.array, dtype=float)))), 1e-30))
+            lifts = cell.spread(allowed)
+            if lifts:  # the table's least value scales its lifts (found once per table)
+                scale = max(abs(float(np.nanmin(cell.floats()))), 1e-30)
+            for axis, lift in lifts.items():
+                score[axis] = max(score[axis], lift / scale)
         for cell in self.memory:
             if isinstance(cell, Table):
                 for axis, lift in cell.spread(allowed).items():
@@ -451,7 +453,11 @@ class Tracker:
         self.cells = cells
         self.at = [[i for i, p in enumerate(places) if k in p] for k in range(n)]
         self.sums = sums  # [[(weight, slot), ...], ...]
-        self.weight = [dict((i, w) for w, i in terms) for terms in sums]
+        weight = [dict((i, w) for w, i in terms) for terms in sums]
+        # per place, per sum: (slot, its place in at[k], weight, side of its range read)
+        self.terms_at = [[[(i, n, weights[i], 0 if weights[i] > 0 else 1)
+                           for n, i in enumerate(self.at[k]) if weights.get(i) is not None]
+                          for weights in weight] for k in range(n)]
 
     def start(self, idx: list[int]) -> tuple[list, list]:
         ranges = [c.bound(0, idx) for c in self.cells]
@@ -463,17 +469,15 @@ class Tracker:
     def update(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
         """Set the ranges after place k is set; returns what to restore."""
         saved = []
+        cells = self.cells
         for i in self.at[k]:
             saved.append((i, ranges[i]))
-            ranges[i] = self.cells[i].bound(k + 1, idx)
+            ranges[i] = cells[i].bound(k + 1, idx)
         old_totals = list(totals)
-        for t, weights in enumerate(self.weight):
+        for t, terms in enumerate(self.terms_at[k]):
             delta = 0.0
-            for i, old in saved:
-                w = weights.get(i)
-                if w is not None:  # a negative weight reads the high end
-                    side = 0 if w > 0 else 1
-                    delta += w * (ranges[i][side] - old[side])
+            for i, n, w, side in terms:  # a negative weight reads the high end
+                delta += w * (ranges[i][side] - saved[n][1][side])
             if delta != delta or math.isinf(totals[t]) or math.isinf(delta):
                 totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
             elif delta:
