@@ -41,9 +41,13 @@ def test_every_llamafactory_training_example_is_audited(lf, examples):
     assert not any("/deepspeed/" in p or "/accelerate/" in p for p in paths)
 
 
-def test_llamafactory_examples_have_no_errors(lf):
-    # The project's own examples start: a hard-rule error on them would be false.
-    assert [(u.path, f.id) for u in lf.units for f in u.errors] == []
+def test_llamafactory_examples_have_no_errors_but_the_optimizer_default(lf):
+    # The project's own examples start, except where they leave optim unset under GaLore or
+    # APOLLO: transformers' default is adamw_torch_fused on torch >= 2.8, which their
+    # builders refuse (LlamaFactory ff6d4d12 trainer_utils.py L239-246, L330-333).
+    assert sorted((u.path, f.id) for u in lf.units for f in u.errors) == [
+        ("examples/extras/apollo/llama3_full_sft.yaml", "T2"),
+        ("examples/extras/galore/llama3_full_sft.yaml", "T1")]
 
 
 def test_deepspeed_json_is_read_through_the_reference(lf):
