@@ -32,6 +32,7 @@ class Role:
     needs: tuple[str, ...] = ()  # roles a framework must declare once it declares this one
     core: bool = False  # declared once in a core module (values), not per framework
     used_in: tuple[str, ...] = ()  # the package's files that read it
+    free: bool = False  # a probe of a shape the user sets freely: trying it proves nothing
 
 
 ROLES: tuple[Role, ...] = (
@@ -45,6 +46,14 @@ ROLES: tuple[Role, ...] = (
          used_in=("solver/report.py", "solver/run.py", "bench/recipe.py")),
     Role("default_global_batch", "let", "the framework's default global batch, cited as "
          "the batch's origin", used_in=("solver/report.py",)),
+    Role("params", "let", "the model's parameter count the plan shows among the model's "
+         "facts", core=True, used_in=("solver/run.py",)),
+    Role("active_params", "let", "the parameters active per token (MoE) the plan shows",
+         core=True, used_in=("solver/run.py",)),
+    Role("tokens", "work", "the work term whose rate the plan reports as tokens per second",
+         used_in=("solver/report.py",)),
+    Role("samples", "work", "the work term whose rate the plan reports as samples per "
+         "second", used_in=("solver/report.py",)),
     Role("error_band", "memory", "the GPU memory term that states the estimate's error "
          "band (dsl.md 5.10)", used_in=("solver/report.py",)),
     # the vocabulary's names the audit's consent reads
@@ -67,13 +76,17 @@ ROLES: tuple[Role, ...] = (
     Role("probe_gpus_per_node", "values", "GPUs per node the deep check tries", core=True,
          used_in=("lint/situations.py",)),
     Role("probe_frames", "values", "video frame counts the deep check tries", core=True,
-         used_in=("lint/situations.py",)),
+         free=True,
+         used_in=("lint/situations.py", "lint/symbolic.py")),
     Role("probe_height", "values", "image heights the deep check tries", core=True,
-         used_in=("lint/situations.py",)),
+         free=True,
+         used_in=("lint/situations.py", "lint/symbolic.py")),
     Role("probe_width", "values", "image widths the deep check tries", core=True,
-         used_in=("lint/situations.py",)),
+         free=True,
+         used_in=("lint/situations.py", "lint/symbolic.py")),
     Role("probe_seq_len", "values", "sequence lengths the deep check tries", core=True,
-         used_in=("lint/situations.py",)),
+         free=True,
+         used_in=("lint/situations.py", "lint/symbolic.py")),
 )
 
 BY_NAME = {r.name: r for r in ROLES}
@@ -127,6 +140,12 @@ def values(kb: Any, role: str) -> tuple:
     if found is None:
         return ()
     return tuple(int(v) if v == int(v) else v for v in found.values)
+
+
+def free_shapes() -> set[str]:
+    """The query facts of the shapes a user sets freely (sequence length, image size,
+    frames): the few values the deep check probes cannot prove a condition on them."""
+    return {f"query.{r.name.removeprefix(PROBE_PREFIX)}" for r in ROLES if r.free}
 
 
 def probes(kb: Any) -> dict[str, tuple]:

@@ -145,8 +145,9 @@ def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Spe
         if term.expr.type.dim == (0, 0, 0):
             rate = round(float(value / step), 3)
             result.throughput[term.name] = rate
-            if term.name in ("tokens", "samples"):
-                setattr(result, f"{term.name}_per_s", rate)
+            for role in ("tokens", "samples"):  # Speed.tokens_per_s, samples_per_s
+                if roles.entity(problem.kb, problem.framework, role) is term:
+                    setattr(result, f"{role}_per_s", rate)
         elif term.expr.type.dim == (0, 1, 0):
             flops += value
     peak = problem.kb.frameworks[problem.framework].peak

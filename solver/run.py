@@ -76,7 +76,7 @@ def _fill(result, problem, assignment, metrics) -> None:
 
 def model_facts(problem, model) -> dict:
     """The model's vocabulary fields that apply to its kind (numbers, flags, enums) and
-    the KB's parameter counts: the lets `params` and `active_params` where they apply."""
+    the KB's parameter counts: the lets in roles params and active_params where they apply."""
     from kbsolve.diagnostics import KbError
     from kbsolve.dsl import ir
     facts = {}
@@ -85,12 +85,12 @@ def model_facts(problem, model) -> dict:
         value = getattr(model, field.name, None)
         if applies and field.fact_type not in (None, "str") and value is not None:
             facts[field.name] = value
-    for name in ("params", "active_params"):
-        key = next((k for k in sorted(problem.kb.lets) if k.split(".", 1)[-1] == name), None)
-        if key is None:
+    for name in ("params", "active_params"):  # roles (kb/core/roles.kb)
+        let = roles.let(problem.kb, None, name)
+        if let is None:
             continue
         try:
-            value = problem.evaluator.run(ir.LetRef(key, problem.kb.lets[key].type), {})
+            value = problem.evaluator.run(ir.LetRef(let.key, let.type), {})
         except (KbError, KeyError, ZeroDivisionError, TypeError):
             continue  # the let reads a fact this kind of model has none of
         facts[name] = round(value)  # parameter counts: whole numbers
