@@ -28,7 +28,7 @@ class Code:
 
 _FILES, _SYNTAX, _CLAUSES, _REASONS, _NAMES = "files", "syntax", "clauses", "reasons", "names"
 _FACTS, _VOCAB, _TYPES, _DOMAINS = "facts", "the vocabulary", "types and units", "domains"
-_SIDE, _SILENCE = "side files", "silencing"
+_SIDE, _SILENCE, _ROLES = "side files", "silencing", "roles"
 _DEEP, _EVAL = "kb check --deep", "evaluation (solving and auditing)"
 
 CODES: tuple[Code, ...] = (
@@ -194,6 +194,18 @@ CODES: tuple[Code, ...] = (
          "`unknown diagnostic code 'unusd'; did you mean 'unused'?`", ("dsl/check.py",)),
     Code("not-silenceable", ERROR, _SILENCE, "a `silence` naming an error's code",
          "`'cycle' is an error; only warnings can be silenced`", ("dsl/check.py",)),
+    # ---- roles (roles.py)
+    Code("unknown-role", ERROR, _ROLES, "a `role` that roles.py does not list",
+         "`unknown role 'batch_geometri'; did you mean 'batch_geometry'?`", ("dsl/check.py",)),
+    Code("role-kind", ERROR, _ROLES, "a `role` naming an entity of the wrong kind, or a "
+         "shared role declared in a framework",
+         "`role 'error_band' names a memory, not a let`", ("dsl/check.py",)),
+    Code("role-target", ERROR, _ROLES, "a `role` naming an entity its scope does not declare",
+         "`role 'global_batch' names let 'global_bach', which llamafactory does not declare; "
+         "did you mean 'global_batch'?`", ("dsl/check.py",)),
+    Code("missing-role", ERROR, _ROLES, "a framework that declares a role but not a role it "
+         "needs with it", "`torchtitan declares role 'batch_geometry' but not role "
+         "'global_batch', which it needs`", ("dsl/check.py",)),
     # ---- side files
     Code("side-file", ERROR, _SIDE,
          "an entry of a framework's side YAML file (audit.yaml, ...) that its reader cannot take",

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from kbsolve import roles
 from kbsolve.audit.assess import Context, Undecided, needs
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase
-
-GROUP_ENUM = "optin_group"  # kb/core/vocabulary.kb: what an optin changes
-
 
 def optins(kb: KnowledgeBase, framework: str) -> list:
     """The framework's optins (kb.optins: 'framework.name' -> OptIn), by name."""
@@ -22,8 +20,7 @@ def optins(kb: KnowledgeBase, framework: str) -> list:
 
 
 def groups(kb: KnowledgeBase) -> tuple[str, ...]:
-    enums = getattr(kb.vocabulary, "enums", {}) if kb.vocabulary else {}
-    found = enums.get(GROUP_ENUM)
+    found = roles.enum(kb, "optin_groups")  # kb/core/roles.kb: what an optin changes
     return tuple(found.values) if found else ()
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kbsolve import roles
 from kbsolve.audit.assess import build_context
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.fix import apply_changes
@@ -21,7 +22,7 @@ from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_project import read_project
 from kbsolve.audit.run import audit_project, hardware_for
 from kbsolve.audit.fit import fit_check
-from kbsolve.audit.symptom import RECIPE_GROUP, suggest
+from kbsolve.audit.symptom import suggest
 from kbsolve.audit.walk import walk
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import KnowledgeBase
@@ -93,7 +94,7 @@ def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,
                                  f"give --gpus (or --gpu-spec) and --model when the config's "
                                  f"model is not in the catalog"))
     _, found, held = suggest(ctx, symptom, allowed_keys(kb, unit.framework, allow),
-                             recipe_allowed=RECIPE_GROUP in allow)
+                             recipe_allowed=roles.value(kb, "recipe_group") in allow)
     result = FixResult(config=str(path), symptom=symptom, framework=unit.framework,
                        before=before)
     for s in found:

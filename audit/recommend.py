@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from kbsolve import roles
 from kbsolve.audit.assess import Context, options_needed
 from kbsolve.audit.audit_data import audit_data, config_value, reference_change
 from kbsolve.audit.consent import describe, needing_consent
@@ -15,7 +16,7 @@ from kbsolve.audit.mapping import FlatFile, plain
 from kbsolve.audit.model import Change, CheckResult, Finding
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import options_used
-from kbsolve.program.batch import GEOMETRY_LET, geometry_of
+from kbsolve.program.batch import geometry_of
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem
 
@@ -53,7 +54,7 @@ def keeps_batch(ctx: Context, changes: dict[str, Any]) -> bool:
     """The recipe's global batch (the framework's `batch_geometry`: micro-batch x
     accumulation x data-parallel ranks) is the same after `changes`; when it
     cannot be computed (a fact is unknown), no option it reads may change."""
-    geometry = ctx.kb.lets.get(f"{ctx.framework}.{GEOMETRY_LET}")
+    geometry = roles.let(ctx.kb, ctx.framework, "batch_geometry")
     if geometry is None or not changes:
         return True
     try:

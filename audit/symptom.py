@@ -23,6 +23,7 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
+from kbsolve import roles
 from kbsolve.audit.assess import Context, facts_needed, needs
 from kbsolve.audit.audit_data import audit_data
 from kbsolve.audit.consent import describe
@@ -37,7 +38,6 @@ PAIR_POOL = 16
 CHAIN_POOL = 24  # cures a greedy stack chooses from
 CHAIN_STEPS = 5
 MAX_REPAIRS = 2000  # measured pairs that repair a single change's broken rules
-RECIPE_GROUP = "recipe"  # the optin group (kb/core/vocabulary.kb optin_group) a recipe change needs
 
 
 @dataclass
@@ -83,7 +83,7 @@ def suggest(ctx: Context, symptom: str, allowed: frozenset[str] = frozenset(),
         found, held = (recipe + found, []) if recipe_allowed else (found, recipe)
     found = _distinct(found)[:top]
     withheld = [Withheld(e.changes, describe(e.consent) if e.consent else
-                         f"{RECIPE_GROUP} (the recipe's {', '.join(k.split('.', 1)[1] for k in e.changes)})",
+                         f"{roles.value(ctx.kb, 'recipe_group')} (the recipe's {', '.join(k.split('.', 1)[1] for k in e.changes)})",
                          e.summary()) for e in _distinct(held)[:3]]
     return est, [_suggestion(ctx, est, e, symptom) for e in found], withheld
 

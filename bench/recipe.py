@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from kbsolve import roles
+
 LLM = [("qwen3-8b", "sft"), ("llama3-8b", "dpo"), ("qwen2.5-7b", "sft"), ("llama3-70b", "sft"),
        ("qwen3-32b", "dpo"), ("qwen3-0.6b", "pt"), ("qwen3-30b-a3b", "sft"),
        ("llama3.1-405b", "sft")]
@@ -53,9 +55,8 @@ def check(kb, fields: dict, plan) -> tuple[list[str], int | None]:
         if option.name in values:
             assignment[option.key] = _native(values[option.name], option)
     wrong = []
-    lets = problem.kb.lets
-    geometry = lets.get(f"{problem.framework}.batch_geometry")
-    target = lets.get(f"{problem.framework}.global_batch")
+    geometry = roles.let(problem.kb, problem.framework, "batch_geometry")
+    target = roles.let(problem.kb, problem.framework, "global_batch")
     made = None
     if geometry and target:
         made = problem.evaluator.run(geometry.expr, assignment)

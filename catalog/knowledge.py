@@ -115,4 +115,6 @@ def _code_digest() -> str:
             h.update(path.name.encode() + b"\0" + path.read_bytes())
     registry = package / "diagnostic_codes.py"  # which codes a `silence` may name
     h.update(registry.name.encode() + b"\0" + registry.read_bytes())
+    roles = package / "roles.py"  # which roles a `role` may name
+    h.update(roles.name.encode() + b"\0" + roles.read_bytes())
     return h.hexdigest()

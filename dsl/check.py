@@ -7,10 +7,12 @@ collected and raised together.
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import networkx as nx
 
+from kbsolve import roles as role_registry
 from kbsolve.diagnostic_codes import BY_NAME, WARNING, silenceable
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span,
                                   deep_recursion, did_you_mean)
@@ -121,7 +123,7 @@ class _Checker:
             silences=tuple(self._silence(e) for e in self.tables.silences),
         )
         self._cross_checks(result)
-        return result
+        return dataclasses.replace(result, roles=self._roles(result))
 
     def _all(self, kind: str) -> list[Entry]:
         return self.tables.entries(kind)
@@ -813,6 +815,71 @@ class _Checker:
         return tuple(bounds)
 
     # ---- checks that need the whole KB
+    def _roles(self, result: kb.KnowledgeBase) -> dict[str, kb.Role]:
+        """Every role against roles.py: a known role, an entity of the kind it needs that
+        exists, and per framework the roles its declared roles need."""
+        found: dict[str, kb.Role] = {}
+        for entry in self._all("role"):
+            decl, scope = entry.decl, entry.scope
+            known = role_registry.BY_NAME.get(decl.name)
+            if known is None:
+                self.sink.error(f"unknown role '{decl.name}'"
+                                f"{did_you_mean(decl.name, role_registry.BY_NAME)}",
+                                decl.name_span, code="unknown-role",
+                                hint="roles.py lists the roles Python reads")
+                continue
+            if decl.target != known.kind:
+                want = "a list of numbers" if known.kind == "values" else \
+                    f"{known.kind} {decl.name}"
+                self.sink.error(f"role '{decl.name}' names {_a(known.kind)}, not "
+                                f"{_a(decl.target)}", decl.target_span or decl.name_span,
+                                code="role-kind", hint=f"write: role {decl.name} = {want}")
+                continue
+            if known.core and scope != "core":
+                self.sink.error(f"role '{decl.name}' is shared by every framework: declare it "
+                                f"in a core module", decl.name_span, code="role-kind",
+                                hint="move it to kb/core/roles.kb")
+                continue
+            target = ""
+            if known.kind in ("enum", "value"):
+                enum_name, _, value = decl.key.partition(".")
+                enums = self.vocab.enums if self.vocab is not None else {}
+                found_enum = enums.get(enum_name)
+                if found_enum is None or (known.kind == "value") != bool(value) or \
+                        (value and value not in found_enum.values):
+                    names = [f"{e}.{v}" for e, en in enums.items() for v in en.values] \
+                        if known.kind == "value" else list(enums)
+                    self.sink.error(f"role '{decl.name}' names {known.kind} '{decl.key}', which "
+                                    f"the vocabulary does not declare"
+                                    f"{did_you_mean(decl.key, names)}",
+                                    decl.target_span or decl.name_span, code="role-target")
+                    continue
+                target = decl.key
+            elif known.kind != "values":
+                table = getattr(result, role_registry.TABLES[known.kind])
+                target = decl.key if known.kind == "fact" else next(
+                    (k for k in (f"{scope}.{decl.key}", f"core.{decl.key}") if k in table),
+                    f"{scope}.{decl.key}")
+                if target not in table:
+                    names = [k.split(".", 1)[1] for k in table
+                             if k.split(".", 1)[0] in (scope, "core")] \
+                        if known.kind != "fact" else list(table)
+                    self.sink.error(f"role '{decl.name}' names {known.kind} '{decl.key}', which "
+                                    f"{scope} does not declare{did_you_mean(decl.key, names)}",
+                                    decl.target_span or decl.name_span, code="role-target")
+                    continue
+            found[f"{scope}.{decl.name}"] = kb.Role(scope, decl.name, known.kind, target,
+                                                   tuple(decl.values), self._meta(entry))
+        for key, role in sorted(found.items()):
+            for needed in role_registry.BY_NAME[role.name].needs:
+                if f"{role.scope}.{needed}" not in found and f"core.{needed}" not in found:
+                    self.sink.error(f"{role.scope} declares role '{role.name}' but not role "
+                                    f"'{needed}', which it needs", role.meta.span,
+                                    code="missing-role",
+                                    hint=f"declare: role {needed} = "
+                                         f"{role_registry.BY_NAME[needed].kind} {needed}")
+        return found
+
     def _cross_checks(self, result: kb.KnowledgeBase) -> None:
         for test in result.tests.values():
             for exp in test.expectations:
@@ -884,3 +951,7 @@ class _Checker:
                                     notes=[Note("also written here", seen[where])])
                 seen[where] = emit.span
 
+
+def _a(kind: str) -> str:
+    return "a list of numbers" if kind == "values" else \
+        (f"an {kind}" if kind[0] in "aeio" else f"a {kind}")

@@ -42,12 +42,13 @@ ALLOWED: dict[str, set[str]] = {
                        "d_remote"},
     "test": {"doc", "t_given", "t_pin", "t_expect"},
     "silence": _META,
+    "role": _META,
 }
 
 # Declarations that always need a because and a source (the vocabulary too: it
 # is knowledge like any other, and a pack's new GPU vendor must say why).
 NEEDS_REASON = {"rule", "warn", "optin", "prefer", "memory", "speed", "work", "field", "enum",
-                "extend", "silence"}
+                "extend", "silence", "role"}
 NEEDS_SOURCE = NEEDS_REASON | {"category", "check", "framework"}
 
 # Generic kinds; every framework declared in the KB is a kind too (its repository).

@@ -159,6 +159,19 @@ class NoKey:
 
 
 @dataclass(frozen=True)
+class Role:
+    """`role NAME = KIND ENTITY` or `role NAME = [numbers]`: the entity (its full key)
+    or numbers that play a part Python relies on (roles.py)."""
+
+    scope: str  # a framework, or core: the default every framework shares
+    name: str
+    kind: str  # let | option | memory | ... | values
+    target: str  # the entity's key (framework.name, core.name, or a fact's name); "" for values
+    values: tuple = ()
+    meta: Meta = None
+
+
+@dataclass(frozen=True)
 class Silence:
     """`silence "CODE"`: the pack that declares it hides that warning of `kb check
     --deep` in its own files (meta.span.file is in the pack)."""
@@ -369,6 +382,7 @@ class KnowledgeBase:
     modules: tuple[str, ...] = field(default=())
     vocabulary: Any = None  # catalog.vocab.Vocabulary: what catalog entries and queries hold
     silences: tuple[Silence, ...] = ()  # warnings a pack silences, by code
+    roles: dict[str, Role] = field(default_factory=dict)  # scope.name -> role (roles.py)
 
     def __getstate__(self) -> dict:
         """Pickled without the evaluator's caches (program/evaluate.py)."""

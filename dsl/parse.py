@@ -492,6 +492,24 @@ class _Builder(Transformer):
         return self._decl(meta, "check", name, body, target=str(category),
                           target_span=category.span, titles=(_unquote(en), _unquote(zh)))
 
+    def role_kind(self, meta, c):
+        return _Name(str(c[0]), _tok_span(self.file, c[0]))
+
+    def role_entity(self, meta, c):
+        kind, parts = c
+        return (str(kind), ".".join(parts), Span(self.file, parts[0].span.line,
+                                                 parts[0].span.col, parts[-1].span.end_line,
+                                                 parts[-1].span.end_col))
+
+    def role_values(self, meta, c):
+        return ("values", "", tuple(c))
+
+    def role_decl(self, meta, c):
+        name, (kind, target, third), body = c
+        if kind == "values":
+            return self._decl(meta, "role", name, body, target="values", values=third)
+        return self._decl(meta, "role", name, body, target=kind, key=target, target_span=third)
+
     def detect_decl(self, meta, c):
         return self._decl(meta, "detect", c[0], c[1])
 

@@ -16,7 +16,7 @@ from kbsolve.dsl import ast
 _NAMESPACE = {"option": "value", "let": "value", "def": "value", "rule": "id", "warn": "id",
               "prefer": "id", "check": "id", "memory": "term", "speed": "term", "work": "term",
               "category": "category", "nokey": "nokey", "test": "test", "detect": "detect",
-              "emit": "emit", "optin": "optin"}
+              "emit": "emit", "optin": "optin", "role": "role"}
 VOCABULARY = {"field", "enum", "extend"}
 FRAMEWORK_ONLY = {"option", "rule", "warn", "optin", "prefer", "check", "memory", "speed", "work",
                   "category", "nokey", "emit", "detect", "test"}

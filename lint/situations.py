@@ -14,22 +14,13 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbsolve import roles
 from kbsolve.catalog.schema import query_facts
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.program.facts import collect_facts
-
-_QUERY_SHAPES = {  # numeric query fact -> values worth trying (enums try every declared value)
-    "num_gpus": None,  # follows nodes x gpus_per_node
-    "nodes": (1, 2, 16),
-    "gpus_per_node": (1, 8),
-    "frames": (1, 81),
-    "height": (512, 480),
-    "width": (512, 832),
-    "seq_len": (2048, 8192),
-}
 
 
 @dataclass
@@ -185,15 +176,16 @@ def _grouped(table: dict, fields: list[str]) -> list[tuple[Any, list[str]]]:
 
 
 def _queries(kb: KnowledgeBase, fields: list[str]) -> list[dict[str, Any]]:
-    axes = {f: _QUERY_SHAPES[f] for f in fields if _QUERY_SHAPES.get(f)}
+    shapes = roles.probes(kb)  # numeric query field -> values worth trying (kb/core/roles.kb)
+    axes = {f: shapes[f] for f in fields if shapes.get(f)}
     vocabulary = kb.vocabulary
     for name in fields:  # a query field with a value set (a pack's): each of its values
         spec = vocabulary.field("query", name) if vocabulary is not None else None
         if spec is not None and spec.kind in ("enum", "bool") and name not in axes:
             axes[name] = spec.values if spec.kind == "enum" else (False, True)
     if "num_gpus" in fields:
-        axes.setdefault("nodes", _QUERY_SHAPES["nodes"])
-        axes.setdefault("gpus_per_node", _QUERY_SHAPES["gpus_per_node"])
+        axes.setdefault("nodes", shapes["nodes"])  # num_gpus follows nodes x gpus_per_node
+        axes.setdefault("gpus_per_node", shapes["gpus_per_node"])
     out = []
     for combo in itertools.product(*axes.values()):
         query = dict(zip(axes, combo))

@@ -14,6 +14,7 @@ from typing import Any
 
 import z3
 
+from kbsolve import roles
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
@@ -144,13 +145,10 @@ class SymbolicModel:
     def reads_user_shape(self, node: ir.Node) -> bool:
         """Reads a query fact the user sets freely (sequence length, image size,
         frames): the few shapes tried cannot prove it never holds."""
-        return any(f in USER_SHAPES for f in _facts(self.kb, node))
+        return bool(roles.free_shapes() & _facts(self.kb, node))
 
     def reads_free_option(self, node: ir.Node) -> bool:
         return bool(_options(self.kb, node) & self.free)
-
-
-USER_SHAPES = {"query.seq_len", "query.height", "query.width", "query.frames"}
 
 
 def _facts(kb: KnowledgeBase, node: ir.Node) -> set[str]:

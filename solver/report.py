@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from kbsolve import roles
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.metrics import Metrics, memory_levels
 from kbsolve.solver.plan import Memory, MemoryBand, MemoryItem, PerGpu, Reason, Speed, Warning_
@@ -74,12 +75,9 @@ def memory(problem: Problem, metrics: Metrics, assignment: dict[str, Any] | None
                   host_fits=metrics.host_fits, band=band(problem, metrics, assignment))
 
 
-BAND_TERM = "error_band"  # the memory term that states the model's error band (dsl.md 5.10)
-
-
 def band_key(problem: Problem) -> str | None:
-    """The framework's error-band term (a GPU term named error_band), if it has one."""
-    term = problem.kb.memory.get(f"{problem.framework}.{BAND_TERM}")
+    """The framework's error-band term (the GPU term in role error_band), if it has one."""
+    term = roles.term(problem.kb, problem.framework, "error_band")
     return None if term is None or term.location != "gpu" else f"{term.framework}.{term.name}"
 
 
@@ -147,8 +145,9 @@ def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Spe
         if term.expr.type.dim == (0, 0, 0):
             rate = round(float(value / step), 3)
             result.throughput[term.name] = rate
-            if term.name in ("tokens", "samples"):
-                setattr(result, f"{term.name}_per_s", rate)
+            for role in ("tokens", "samples"):  # Speed.tokens_per_s, samples_per_s
+                if roles.entity(problem.kb, problem.framework, role) is term:
+                    setattr(result, f"{role}_per_s", rate)
         elif term.expr.type.dim == (0, 1, 0):
             flops += value
     peak = problem.kb.frameworks[problem.framework].peak
@@ -186,7 +185,7 @@ def global_batch(problem: Problem, assignment: dict[str, Any]):
     from kbsolve.dsl import ir
     from kbsolve.solver.plan import GlobalBatch
     kb, fw = problem.kb, problem.framework
-    geometry, target = kb.lets.get(f"{fw}.batch_geometry"), kb.lets.get(f"{fw}.global_batch")
+    geometry, target = roles.let(kb, fw, "batch_geometry"), roles.let(kb, fw, "global_batch")
     if geometry is None or target is None:
         return None
     run = problem.evaluator.run
@@ -205,7 +204,7 @@ def global_batch(problem: Problem, assignment: dict[str, Any]):
     if given:
         origin = "--global-batch or your pins"
     else:
-        default = kb.lets.get(f"{fw}.default_global_batch")
+        default = roles.let(kb, fw, "default_global_batch")
         origin = "the KB's default" + (f" ({default.meta.span.file}:{default.meta.span.line})"
                                        if default is not None else "") + \
             "; --global-batch changes it"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from kbsolve import roles
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.solver import report
 from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
@@ -75,7 +76,7 @@ def _fill(result, problem, assignment, metrics) -> None:
 
 def model_facts(problem, model) -> dict:
     """The model's vocabulary fields that apply to its kind (numbers, flags, enums) and
-    the KB's parameter counts: the lets `params` and `active_params` where they apply."""
+    the KB's parameter counts: the lets in roles params and active_params where they apply."""
     from kbsolve.diagnostics import KbError
     from kbsolve.dsl import ir
     facts = {}
@@ -84,12 +85,12 @@ def model_facts(problem, model) -> dict:
         value = getattr(model, field.name, None)
         if applies and field.fact_type not in (None, "str") and value is not None:
             facts[field.name] = value
-    for name in ("params", "active_params"):
-        key = next((k for k in sorted(problem.kb.lets) if k.split(".", 1)[-1] == name), None)
-        if key is None:
+    for name in ("params", "active_params"):  # roles (kb/core/roles.kb)
+        let = roles.let(problem.kb, None, name)
+        if let is None:
             continue
         try:
-            value = problem.evaluator.run(ir.LetRef(key, problem.kb.lets[key].type), {})
+            value = problem.evaluator.run(ir.LetRef(let.key, let.type), {})
         except (KbError, KeyError, ZeroDivisionError, TypeError):
             continue  # the let reads a fact this kind of model has none of
         facts[name] = round(value)  # parameter counts: whole numbers
@@ -143,7 +144,7 @@ def _global_batch_fix(kb: KnowledgeBase, resolved: Resolved, core: list[str]) ->
     from kbsolve.program.evaluate import facts_read
     from kbsolve.solver.fixes import _feasible
     problem, query = resolved.problem, resolved.query
-    target = kb.lets.get(f"{problem.framework}.global_batch")
+    target = roles.let(kb, problem.framework, "global_batch")
     rules = [problem.rule(part[5:]) for part in core if part.startswith("rule:")]
     if query.global_batch is not None or target is None or not any(
             "query.global_batch" in facts_read(kb, r.constraint) for r in rules):
@@ -191,10 +192,12 @@ def _bigger(kb: KnowledgeBase, resolved: Resolved):
     query = resolved.query
     nodes, per_node, _ = parse_gpus(query.gpus)
     total = nodes * per_node
-    candidates = []
-    for count in (2 * total, 4 * total, 8 * total, 16 * total, 32 * total, 64 * total):
-        if count <= 64:
-            shape = f"{count // 8}x8x{resolved.gpu.name}" if count > 8 else \
+    candidates = []  # the shapes and limits: kb/core/roles.kb (none declared: no fix)
+    most, per, kinds = (max(roles.values(kb, r), default=0) for r in (
+        "hardware_fix_max_gpus", "hardware_fix_gpus_per_node", "hardware_fix_bigger_gpus"))
+    for count in (k * total for k in roles.values(kb, "hardware_fix_multiples")):
+        if count <= most:
+            shape = f"{count // per}x{per}x{resolved.gpu.name}" if count > per else \
                 f"{count}x{resolved.gpu.name}"
             candidates.append(shape)
     bigger = sorted((g for g in kb.catalog.gpus.values()
@@ -202,7 +205,7 @@ def _bigger(kb: KnowledgeBase, resolved: Resolved):
                     key=lambda g: g.memory_gib)
     same = len(candidates)
     candidates += [f"{nodes}x{per_node}x{g.name}" if nodes > 1 else f"{per_node}x{g.name}"
-                   for g in bigger[:4]]
+                   for g in bigger[:kinds]]
     # a catalog card replaces the --gpu-spec; more of the same card keeps it
     return [(c, lambda c=c, i=i: resolve(kb, query.model_copy(update={
         "gpus": c, **({} if i < same else {"gpu_spec": None})})).problem)
