@@ -10,7 +10,7 @@ import pytest
 
 from kbsolve import roles
 from kbsolve.diagnostics import KbError
-from kbsolve.dsl import load_kb
+from kbsolve.catalog import load_kb
 
 PACKAGE = Path(roles.__file__).resolve().parent
 
