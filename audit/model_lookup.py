@@ -35,7 +35,10 @@ def _local(kb, value, folders: list[Path], problems: list[str]) -> tuple[Any, st
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_VALUE_CHARS or "\n" in value:
         return None
     from kbsolve.catalog import model_from_hf_config
-    given = Path(value).expanduser()
+    try:
+        given = Path(value).expanduser()
+    except (RuntimeError, KeyError):  # '~user' of no such user: not a local folder
+        return None
     for folder in ([Path()] if given.is_absolute() else folders):
         config = folder / given / "config.json"
         try:

@@ -92,6 +92,10 @@ def test_a_fix_names_only_files_that_exist_where_the_run_starts(kb, tmp_path):
     from audit_helpers import PROJECTS
     project = tmp_path / "lf"
     shutil.copytree(PROJECTS / "lf_project", project)
+    oom = project / "configs" / "oom.yaml"  # a full 8B fine-tune that ZeRO-3 alone cures
+    oom.write_text(oom.read_text().replace("cutoff_len: 8192", "cutoff_len: 2048")
+                   .replace("per_device_train_batch_size: 16", "per_device_train_batch_size: 1")
+                   .replace("disable_gradient_checkpointing: true\n", ""))
     report, written = api.audit(str(project), "8xH100", kb=kb, fix=True)
     after = {line.split(":", 1)[0]: line.split(":", 1)[1].strip()
              for line in (project / "configs" / "oom.yaml").read_text().splitlines()
