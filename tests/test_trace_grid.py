@@ -219,3 +219,17 @@ def test_lora_size_follows_the_real_module_shapes():
             for group in ("gradients", "optimizer"):
                 assert abs(row["errors"][group]) < 0.02, (row["id"], group, row["errors"][group])
     assert {"gpt2-xl", "bloom-7b1", "falcon-7b", "deepseek-v2-lite"} <= seen
+
+
+def test_reference_free_preference_losses_keep_sfts_loss_path():
+    """ORPO and SimPO (dpo stage, no reference forward): the KB's loss path
+    follows the traced tensors (before: 16 B per logit as DPO, activations
+    +34 to +36 %)."""
+    models = tuple(grid.PREF_MODELS)
+    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=models)
+    rows = [r for r in result["rows"] if r["case"]["task"] in grid.PREF_TASKS]
+    assert rows
+    for row in rows:
+        if row["case"]["method"] == "lora":
+            assert abs(row["errors"]["activations"]) < 0.08, (row["id"], row["errors"]["activations"])
+        assert abs(row["errors"]["total"]) < 0.06, (row["id"], row["errors"]["total"])
