@@ -239,10 +239,11 @@ def test_lora_without_checkpointing_keeps_what_peft_saves():
     """LoRA without gradient checkpointing on Llama-shaped models: the fp32
     norm inputs (with Qwen3's and Gemma 3's extra norms), the attention
     kernel's tensors, the MLP's operands and each target's cast input copy
-    give the traced activations (before: 34 bytes per
+    give the traced activations, and an MoE layer's expert loop its routed
+    tokens' MLP tensors (before: 34 bytes per
     token, hidden unit and layer against 57-78 traced, activations -50 %)."""
     models = ("llama3-8b", "llama3.2-1b", "qwen2.5-7b", "qwen2.5-0.5b", "mistral-7b-v0.3",
-              "qwen3-8b", "qwen3-0.6b", "gemma3-4b")
+              "qwen3-8b", "qwen3-0.6b", "gemma3-4b", "mixtral-8x7b", "qwen3-30b-a3b")
     result = trace_compare.evaluate(models=models)
     rows = [r for r in result["rows"] if r["case"]["method"] == "lora"
             and not r["case"]["checkpointing"] and r["case"]["task"] == "sft"]
