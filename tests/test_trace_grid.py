@@ -250,3 +250,17 @@ def test_lora_without_checkpointing_keeps_what_peft_saves():
     assert len(rows) >= 16
     for row in rows:
         assert abs(row["errors"]["activations"]) < 0.04, (row["id"], row["errors"]["activations"])
+
+
+def test_materialised_scores_follow_the_attention_code_path():
+    """Falcon-7B (71 query heads on one key/value head, an explicit mask always
+    built): SDPA falls back to torch's math backend and keeps fp32 scores, eager
+    keeps one bf16 softmax output; without checkpointing the KB's activations
+    follow the traced tensors (before: SDPA -56 to -75 %, eager +116 to +135 %)."""
+    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=("falcon-7b",))
+    rows = [r for r in result["rows"] if r["case"]["method"] == "lora"
+            and not r["case"]["checkpointing"] and r["case"]["task"] == "sft"]
+    assert {r["case"]["attention"] for r in rows} == {"sdpa", "eager"}
+    for row in rows:
+        assert abs(row["errors"]["activations"]) < 0.16, (row["id"], row["errors"]["activations"])
+        assert abs(row["errors"]["total"]) < 0.07, (row["id"], row["errors"]["total"])
