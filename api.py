@@ -247,13 +247,21 @@ def fix(config: str, symptom: str, gpus: str | None = None, kb: KnowledgeBase | 
                       Flags(gpus=gpus, gpu_spec=gpu_spec, model=model, host_ram=host_ram))
 
 
-def deep_check(packs: list[str] | None = None, kb: KnowledgeBase | None = None):
+def deep_check(packs: list[str] | None = None, kb: KnowledgeBase | None = None,
+               frameworks: list[str] | None = None):
     """`kb check --deep`: contradictions, dead values and rules, redundant rules,
     unused lets and defs, unwritten options, broken sources (lint/deep.py).
-    `kb`: the already loaded KB of these packs."""
+    `kb`: the already loaded KB of these packs; `frameworks`: solve only these
+    (`--framework`; all when None)."""
     from kbsolve.dsl.load import kb_roots
     from kbsolve.lint.deep import deep_check as run
-    return run(kb or load_kb(packs, use_cache=False), kb_roots(packs))
+    kb = kb or load_kb(packs, use_cache=False)
+    for framework in frameworks or ():
+        if framework not in kb.frameworks:
+            from kbsolve.diagnostics import did_you_mean
+            raise KbError(Diagnostic(f"unknown framework '{framework}' (--framework)"
+                                     f"{did_you_mean(framework, kb.frameworks)}"))
+    return run(kb, kb_roots(packs), frameworks)
 
 
 def kb_graph(what: str, name: str, fmt: str = "text", framework: str | None = None,

@@ -23,14 +23,18 @@ def kb_group() -> None:
               help="Also solve: contradictions, dead values and rules, redundant rules, unused "
                    "lets, unwritten options, broken sources.")
 @click.option("--verbose", "-v", is_flag=True, help="With --deep: list what was not analysed.")
-def check_command(packs: tuple[str, ...], deep: bool, verbose: bool) -> int:
+@click.option("--framework", "frameworks", multiple=True,
+              help="With --deep: solve only this framework's space (repeatable; default "
+                   "all), e.g. the one a pack is written for.")
+def check_command(packs: tuple[str, ...], deep: bool, verbose: bool,
+                  frameworks: tuple[str, ...]) -> int:
     """Parse and check the shipped KB plus rule packs; exit 2 on errors."""
     knowledge = api.load_kb(list(packs), use_cache=False)
     api.check_side_files(knowledge)
     click.echo(render(api.kb_summary(knowledge), "text", kind="kb_summary"))
     if not deep:
         return EXIT_OK
-    report = api.deep_check(list(packs), knowledge)
+    report = api.deep_check(list(packs), knowledge, list(frameworks) or None)
     click.echo(render(report, "text", kind="deep_check", verbose=verbose))
     return EXIT_USAGE if report.errors else EXIT_OK
 

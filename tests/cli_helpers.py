@@ -28,3 +28,14 @@ def run_kbsolve(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("text", True)
     kwargs.setdefault("timeout", 120)
     return subprocess.run(kbsolve_argv(*args), **kwargs)
+
+
+def run_in_process(args: list[str], capsys) -> subprocess.CompletedProcess:
+    """`kbsolve ARGS...` in this process (main() catches what the program would, so a
+    traceback fails the test as an exception): for tests about what the command
+    prints and its exit code, not about a fresh process (hash seeds, cold start, exit)."""
+    from kbsolve.cli.main import main
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["kbsolve", *args], code, out, err)

@@ -43,7 +43,7 @@ def test_chinese_uses_the_seed_titles_and_check_titles(capsys):
                     "#### P0 - 立即执行（显著收益，零风险）", "### 推荐配置修改", "**总计**"):
         assert heading in out
     from kbsolve import api
-    kb = api.load_kb(use_cache=False)
+    kb = api.load_kb()  # the run's shipped KB, copied to this test's cache (conftest)
     category = next(c for c in kb.of(kb.categories, "llamafactory"))
     assert f"{category.id}. {category.title_zh}" in out
 

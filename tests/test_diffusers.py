@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_kbsolve
+from cli_helpers import run_in_process
 from kbsolve import api
 from kbsolve.solver.emit import file_contents
 from plans import shipped_kb, solved
@@ -102,11 +102,13 @@ def test_the_16_bit_script_does_not_fit_a_4090():
     assert not estimate.feasible and estimate.memory.per_gpu_gib.device > estimate.memory.gpu_gib
 
 
-def test_the_issue_estimate_from_the_command_line():
+def test_the_issue_estimate_from_the_command_line(capsys):
+    """In this process: the test is about what the command prints (the children that
+    test a fresh process's behaviour are in test_cli_kb, test_cli_solve, test_hermetic)."""
     args = ["estimate", "--framework", "diffusers", "--model", "flux1-dev", "--gpus", "1x4090",
             "--resolution", "768x512"] + [a for k, v in ISSUE_SET.items()
                                            for a in ("--set", f"{k}={v}")]
-    done = run_kbsolve(args)
+    done = run_in_process(args, capsys)
     assert done.returncode == 1, done.stdout + done.stderr  # the 16-bit script: no fit
     assert "Memory per GPU" in done.stdout and "transformer_weights" in done.stdout
     assert "Speed: step" in done.stdout and "DOES NOT FIT" in done.stdout
@@ -124,8 +126,9 @@ def test_a_4090_plan_needs_consent_to_the_nf4_base():
     assert 'python "$EMBEDDINGS" --max_sequence_length "$T5_TOKENS"' in plan.launch
 
 
-def test_an_llm_is_refused_with_the_frameworks_that_train_it():
-    done = run_kbsolve(["--gpus", "1x4090", "--model", "qwen3-8b", "--framework", "diffusers"])
+def test_an_llm_is_refused_with_the_frameworks_that_train_it(capsys):
+    done = run_in_process(["--gpus", "1x4090", "--model", "qwen3-8b", "--framework",
+                           "diffusers"], capsys)
     assert done.returncode == 2
     assert "trains diffusion models" in done.stderr and "llamafactory" in done.stderr
     assert "Traceback" not in done.stderr

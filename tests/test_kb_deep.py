@@ -94,13 +94,18 @@ def by_code(report, code: str):
     return [d for d in report.diagnostics if d.code == code]
 
 
+# The planted packs are written for llamafactory: solving the other frameworks'
+# spaces (checked whole by test_shipped_kb_deep_check_...) would find nothing of them.
 @pytest.fixture(scope="module")
 def dead_report(tmp_path_factory):
-    return api.deep_check([write_pack(tmp_path_factory.mktemp("p"), "dead", DEAD)])
+    return api.deep_check([write_pack(tmp_path_factory.mktemp("p"), "dead", DEAD)],
+                          frameworks=["llamafactory"])
 
 
 def test_contradiction_reports_the_minimal_core_with_locations(tmp_path):
-    report = api.deep_check([write_pack(tmp_path, "contra", PLANTED)])
+    report = api.deep_check([write_pack(tmp_path, "contra", PLANTED)],
+                            frameworks=["llamafactory"])
+    assert set(report.situations) == {"llamafactory"}  # only the framework asked for
     found = by_code(report, "contradiction")
     assert len(found) == 1
     notes = found[0].notes
@@ -158,6 +163,13 @@ def test_unused_let_and_unwritten_option(dead_report):
 def test_bad_source_names_its_location(dead_report):
     bad = [d for d in by_code(dead_report, "bad-source") if "seed:002#ZZ" in d.message]
     assert [d.span.line for d in bad] == [39]
+
+
+def test_deep_check_of_an_unknown_framework_is_a_usage_error(tmp_path, capsys):
+    pack = write_pack(tmp_path, "contra", PLANTED)
+    assert main(["kb", "check", "--deep", "--kb", pack, "--framework", "lamafactory"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown framework 'lamafactory'" in err and "did you mean 'llamafactory'" in err
 
 
 def test_unsourced_rule_is_an_error_with_its_location(tmp_path, capsys):

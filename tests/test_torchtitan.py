@@ -12,7 +12,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.diagnostics import KbError
-from cli_helpers import run_kbsolve
+from cli_helpers import run_in_process
 from plans import shipped_kb, solved
 
 BASH = "/bin/bash"
@@ -119,7 +119,8 @@ def test_a_model_the_trainer_cannot_train_is_refused_with_those_that_can(model, 
     assert f"is a {kind} model" in text and able in text and "torchtitan" in text
 
 
-def test_cli_refuses_an_llm_with_exit_2():
-    done = run_kbsolve(["--gpus", "8xH100", "--model", "qwen3-8b", "--framework", "torchtitan"])
+def test_cli_refuses_an_llm_with_exit_2(capsys):
+    done = run_in_process(["--gpus", "8xH100", "--model", "qwen3-8b", "--framework",
+                           "torchtitan"], capsys)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "llamafactory" in done.stderr and "pytorch" in done.stderr
