@@ -38,4 +38,4 @@ def run_in_process(args: list[str], capsys) -> subprocess.CompletedProcess:
     capsys.readouterr()
     code = main(list(args))
     out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["kbsolve", *args], code, out, err)
+    return subprocess.CompletedProcess(kbsolve_argv(*args), code, out, err)

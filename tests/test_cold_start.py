@@ -99,7 +99,7 @@ def test_a_collector_the_caller_turned_off_stays_off(tmp_path, monkeypatch):
 EXIT = """
 import atexit, sys
 atexit.register(lambda: print("teardown ran"))
-sys.argv = ["kbsolve", *{argv!r}]
+sys.argv = [sys.executable, *{argv!r}]  # as `python -m kbsolve ARGS`
 from kbsolve.cli.main import main
 sys.exit(main())
 """
