@@ -290,8 +290,7 @@ def _load(kb: KnowledgeBase, framework: str) -> AuditData:
                                                 str(entry["because"]), str(entry["source"])))
     media = data.get("media_datasets")
     if media is not None:
-        fields = ("columns", "dataset_dir", "text_only_stages", "templates", "dropped_because",
-                  "dropped_source", "refused_because", "refused_source")
+        fields = SECTIONS["media_datasets"]
         _need(media, fields, fail, ("media_datasets",))
         out.media = MediaDatasets(tuple(map(str, media["columns"])), str(media["dataset_dir"]),
                                   tuple(map(str, media["text_only_stages"])),
