@@ -91,6 +91,17 @@ HF_FP32_LOGITS = {"llama-recipes", "atorch", "fms-hf-tuning", "accelerate",
 # 2025-01-14), whose Hugging Face + FA2 column is the HF Trainer, and fms-acceleration's
 # benchmark (scripts/benchmarks/refs/requirements.txt @876e2ed: transformers 4.48.1).
 HF_AFTER_4_46 = ("[ctx:unsloth-ctx]", "[ctx:fmsaccel]")
+# torchtitan row groups whose runs compiled the loss with the model: torchtitan's
+# build_cross_entropy_loss (components/loss.py, from bbb1b616e, 2025-04-02; at e7c0cae and
+# 2c8b59479) wraps cross_entropy_loss (pred.float() and F.cross_entropy) in torch.compile when
+# training.compile is set. The Trainy H200 runs name torchtitan e7c0cae; the torchao float8
+# README's MI300X table ran torchtitan 2c8b5947 (bench/data/measurements/torchao_float8.yaml).
+# The December 2024 benchmark (train_configs at 9dec370) ran after e8977b007 (2024-12-18) had
+# commented the loss compile out ("compiling loss function causes CUDA errors"), and torchtune's
+# recipes call training.compile_loss(self._loss_fn) without keeping its result, which compiles
+# only CEWithChunkedOutputLoss in place (torchtune@3fddc5694 recipes/full_finetune_single_device.py
+# :235, training/_compile.py:80-85): neither compiles a plain cross-entropy.
+COMPILED_LOSS = ("torchtitan e7c0cae", "[MI300x table]")
 # Scripts whose bf16-mixed is FSDP's MixedPrecision (param_dtype bf16), not autocast:
 # torchtitan (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), fms-fsdp and
 # llm-foundry (FSDP mixed_precision bf16 param dtype), NeMo AutoModel (FSDP2 MixedPrecisionPolicy);
@@ -359,6 +370,9 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     if script(row) in HF_FP32_LOGITS and out["loss"] == "ce" and not any(
             group in row.get("notes", "") for group in HF_AFTER_4_46):
         out["logits_fp32"] = "true"
+    if script(row) == "torchtitan" and row.get("compile") is True and out["loss"] == "ce" and any(
+            group in row.get("notes", "") for group in COMPILED_LOSS):
+        out["loss_compiled"] = "true"
     if out["precision"] in ("bf16-mixed", "fp16-mixed") and sharding != "none" and (
             script(row) in OWN_MIXED_PRECISION or row.get("distributed", "").startswith("zero")):
         out["fsdp_mixed_precision"] = "true"

@@ -75,6 +75,17 @@ def test_torchtitan_fp8_with_tensor_parallelism():
     assert accuracy.cluster(TORCHTITAN_FP8_ROW) == (8, 3200)
 
 
+def test_torchtitan_compiles_its_loss_where_its_version_did():
+    """torchtitan compiles the loss under training.compile from 2025-04 (the Trainy runs at
+    e7c0cae, the MI300X float8 table at 2c8b5947), not at the December 2024 benchmark."""
+    row = dict(TORCHTITAN_FP8_ROW, compile=True, parallelism={"dp_shard": 256}, gpus=256,
+               notes="Trainy team on WhiteFiber, June 2025; torchtitan e7c0cae, torch 2.8")
+    assert accuracy.settings_for(row, {})["loss_compiled"] == "true"
+    for other in (dict(row, notes="[ctx:torchtitan-2412] Table 3"), dict(row, compile=False),
+                  dict(row, framework="torchtune", id="torchtune-42")):
+        assert "loss_compiled" not in accuracy.settings_for(other, {})
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"parallelism": {"dp_shard": 4, "cp": 2}, "gpus": 8}, "context parallelism"),
     ({"parallelism": {"dp_shard": 32, "tp": 8, "async_tp": True}}, "async TP"),
