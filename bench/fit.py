@@ -315,12 +315,44 @@ def refit(rows: list[dict]) -> dict:
             "becauses": becauses, "stale_because": stale}
 
 
+def residuals(loso_rows: list[dict]) -> tuple[list[tuple], list[tuple]]:
+    """The leave-one-source-out memory residuals: (source, rows, MAPE %, rows under-predicted
+    by more than 10 %) per source, worst MAPE first, and (id, class, metric, measured GiB,
+    predicted GiB, measured / predicted) per row, most under-predicted first. Rows whose
+    padded length is unknown are bounds and left out, as in the figures."""
+    scored = [r for r in loso_rows if r.get("measured") and r.get("predicted")
+              and not r["length_unknown"]]
+    per_row = sorted(((r["id"], r["method_class"], r["metric"], round(r["measured"], 2),
+                       round(r["predicted"], 2), round(r["measured"] / r["predicted"], 3))
+                      for r in scored), key=lambda row: -row[5])
+    groups: dict[str, list[dict]] = {}
+    for r in scored:
+        groups.setdefault(r["source"], []).append(r)
+    per_source = sorted(((source, len(rs),
+                          round(100 * sum(abs(r["predicted"] / r["measured"] - 1) for r in rs)
+                                / len(rs), 1),
+                          sum(r["predicted"] < 0.9 * r["measured"] for r in rs))
+                         for source, rs in groups.items()), key=lambda s: (-s[2], s[0]))
+    return per_source, per_row
+
+
 def main() -> None:
     from bench import accuracy
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write the fitted constants")
+    parser.add_argument("--residuals", action="store_true",
+                        help="print the leave-one-source-out memory residuals per source and row")
     args = parser.parse_args()
     rows = accuracy.fit_rows(accuracy.evaluate())
+    if args.residuals:
+        per_source, per_row = residuals(loso(rows, committed_constants()))
+        print("leave-one-source-out memory residuals (source, rows, MAPE %, under by > 10 %):")
+        for entry in per_source:
+            print("  {:<16}{:>4}{:>8}{:>4}".format(*entry))
+        print("rows, most under-predicted first (id, class, metric, measured, predicted GiB, "
+              "measured / predicted):")
+        for entry in per_row:
+            print("  {:<20}{:<7}{:<14}{:>8}{:>8}{:>8}".format(*entry))
     result = refit(rows)
     for name, value in result["constants"].items():
         old = result["drift"].get(name, (value,))[0]

@@ -194,6 +194,18 @@ def test_coverage_counts_rows_under_a_band_fitted_without_their_source():
     assert "covered 9 of 10 runs from sources left out of the fit" in text
 
 
+def test_residuals_sort_sources_by_error_and_rows_by_under_prediction():
+    from bench import fit
+    rows = [dict(_memory_row("a", "lora", 12.0), id="a-1", predicted=10.0),
+            dict(_memory_row("a", "lora", 9.0), id="a-2", predicted=10.0),
+            dict(_memory_row("b", "full", 10.5), id="b-1", predicted=10.0),
+            dict(_memory_row("c", "full", 30.0), id="c-1", predicted=10.0, length_unknown=True)]
+    per_source, per_row = fit.residuals(rows)
+    # a: |10/12 - 1| and |10/9 - 1| average 13.9 %, one row under by > 10 %; c is a bound
+    assert per_source == [("a", 2, 13.9, 1), ("b", 1, 4.8, 0)]
+    assert [r[0] for r in per_row] == ["a-1", "b-1", "a-2"] and per_row[0][5] == 1.2
+
+
 def test_calibration_rewrite_writes_the_measured_coverage_into_the_band():
     from bench import fit
     text = 'let memory_band_lora: count = 0.1 {\n  because "9 in 10 published runs"\n  source "x"\n}\n'
