@@ -22,6 +22,14 @@ totals are scored). Targets (issue 23): median |error| <= 3 %,
 worst <= 10 % per group. Also the task ratios: each task's peak over the SFT
 peak of the same model, method and shape, traced and estimated.
 
+Rows whose CPU trace takes a code path no CUDA kernel takes
+(grid.cpu_only_fallback: SDPA with attention dropout, GPT-2's attn_pdrop, or
+with unequal query and value head dims, DeepSeek-V2's MLA, where torch's CPU
+flash kernel refuses and the math path keeps the scores) are scored apart:
+their activations and totals leave the medians and worsts (their weights,
+gradients and optimizer states stay), and the summary gives their count, their
+reasons and their own figures.
+
 Models the catalog lacks (grid_families.json's GPT-2, BLOOM, Falcon,
 DeepSeek-V2-Lite, Mistral v0.1) are estimated from their config.json, written
 from the traced config (`--model path/config.json`). QLoRA cases are
@@ -53,6 +61,8 @@ GROUPS = {
 TRACED = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer_states",
           "activations": "fb_transient", "total": "peak"}
 TARGET_MEDIAN, TARGET_WORST = 0.03, 0.10
+# the groups a CPU-only attention fallback changes (the scores it keeps)
+FALLBACK_GROUPS = ("activations", "total")
 
 
 def settings(case: dict) -> dict:
@@ -109,6 +119,7 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
     """Every traced case of the file(s) (or those of `models`) against its estimate."""
     import tempfile
 
+    from bench.trace import grid
     from kbsolve import api
     paths = [path] if isinstance(path, Path) else list(path)
     files = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
@@ -126,7 +137,7 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
                     errors["activations"] = None
                 traced["flops"] = case["full"]["flops"]
                 rows.append({"id": case["id"], "case": case, "kb": kb_groups, "traced": traced,
-                             "errors": errors})
+                             "errors": errors, "cpu_fallback": grid.cpu_only_fallback(case)})
     return {"environment": files[0]["environment"], "rows": rows,
             "failed": [f for data in files for f in data.get("failed", [])]}
 
@@ -146,12 +157,15 @@ def subset(case: dict) -> str:
     return "catalog"
 
 
-def group_figures(rows: list[dict]) -> dict[str, dict]:
-    """Median and worst |error| per group, with the worst case's id."""
+def group_figures(rows: list[dict], fallbacks: bool = False) -> dict[str, dict]:
+    """Median and worst |error| per group, with the worst case's id; the
+    groups a CPU-only attention fallback changes leave out its rows (or, with
+    fallbacks=True, are those rows' own figures)."""
     out = {}
     for group in TRACED:
         pairs = [(abs(r["errors"][group]), r["errors"][group], r["id"]) for r in rows
-                 if r["errors"][group] is not None]
+                 if r["errors"][group] is not None
+                 and (group not in FALLBACK_GROUPS or bool(r.get("cpu_fallback")) == fallbacks)]
         if not pairs:
             continue
         worst = max(pairs)
@@ -169,6 +183,7 @@ def task_ratios(rows: list[dict]) -> dict[str, dict]:
     def key(case):
         return (case["model"], case["method"], case["lora_targets"], case["checkpointing"],
                 case["attention"], case["batch"], case["seq"])
+    rows = [r for r in rows if not r.get("cpu_fallback")]
     sft = {key(r["case"]): r for r in rows if r["case"]["task"] == "sft"}
     ratios: dict[str, dict[str, list]] = {}
     for r in rows:
@@ -189,6 +204,17 @@ def task_ratios(rows: list[dict]) -> dict[str, dict]:
                 "pairs": len(v["traced"])} for k, v in sorted(ratios.items())}
 
 
+def fallback_figures(rows: list[dict]) -> dict:
+    """The rows scored apart: how many, why, and their own activations and totals."""
+    marked = [r for r in rows if r.get("cpu_fallback")]
+    reasons: dict[str, int] = {}
+    for r in marked:
+        reasons[r["cpu_fallback"]] = reasons.get(r["cpu_fallback"], 0) + 1
+    figures = group_figures(marked, fallbacks=True) if marked else {}
+    return {"rows": len(marked), "reasons": reasons,
+            "groups": {g: figures[g] for g in FALLBACK_GROUPS if g in figures}}
+
+
 def summarise(result: dict, by_subset: bool = False) -> dict:
     rows = result["rows"]
     by_task = {}
@@ -196,7 +222,8 @@ def summarise(result: dict, by_subset: bool = False) -> dict:
         by_task[task] = group_figures([r for r in rows if r["case"]["task"] == task])["total"]
     out = {"cases": len(rows), "failed": len(result["failed"]),
            "environment": result["environment"], "groups": group_figures(rows),
-           "total_by_task": by_task, "task_ratios": task_ratios(rows)}
+           "total_by_task": by_task, "task_ratios": task_ratios(rows),
+           "cpu_fallbacks": fallback_figures(rows)}
     if by_subset:
         names = sorted({subset(r["case"]) for r in rows})
         out["subsets"] = {n: group_figures([r for r in rows if subset(r["case"]) == n]) for n in names}
@@ -211,6 +238,14 @@ def _print(summary: dict) -> None:
     for group, f in summary["groups"].items():
         mark = "" if f["within_target"] else "  (target: median <= 3 %, worst <= 10 %)"
         print(f"{group:<12} {f['median']:>11.1%} {f['worst']:>+9.1%}  {f['worst_case']}{mark}")
+    fallbacks = summary["cpu_fallbacks"]
+    if fallbacks["rows"]:
+        print(f"scored apart: {fallbacks['rows']} rows whose CPU trace keeps attention scores no CUDA "
+              f"kernel keeps ({', '.join(FALLBACK_GROUPS)} only): "
+              + "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%} ({f['cases']})"
+                          for g, f in fallbacks["groups"].items()))
+        for reason, count in fallbacks["reasons"].items():
+            print(f"  {count} rows: {reason}")
     print("total by task: " + ", ".join(f"{t} median {f['median']:.1%} worst {f['worst']:+.1%}"
                                         for t, f in summary["total_by_task"].items()))
     print("task / SFT, median (memory traced vs KB; FLOPs traced vs KB step time):")

@@ -264,3 +264,31 @@ def test_materialised_scores_follow_the_attention_code_path():
     for row in rows:
         assert abs(row["errors"]["activations"]) < 0.16, (row["id"], row["errors"]["activations"])
         assert abs(row["errors"]["total"]) < 0.07, (row["id"], row["errors"]["total"])
+
+
+def test_cpu_only_attention_fallbacks_are_scored_apart():
+    """SDPA rows whose CPU trace takes torch's math path where a CUDA kernel
+    would not (GPT-2's attention dropout, DeepSeek-V2's unequal MLA head dims)
+    are marked from the case, not from their error, and leave the activations'
+    and totals' medians and worsts; their weights and gradients still count."""
+    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=("gpt2-xl", "deepseek-v2-lite", "falcon-7b"))
+    marked = {r["id"] for r in result["rows"] if r["cpu_fallback"]}
+    expected = {r["id"] for r in result["rows"] if r["case"]["attention"] == "sdpa"
+                and r["case"]["model"] in ("gpt2-xl", "deepseek-v2-lite")}
+    assert marked == expected and len(marked) >= 16
+    # Falcon's math path is real on CUDA too (modelled in the KB), eager never a fallback
+    assert not any(r["cpu_fallback"] for r in result["rows"]
+                   if r["case"]["model"] == "falcon-7b" or r["case"]["attention"] == "eager")
+    summary = trace_compare.summarise(result)
+    apart = summary["cpu_fallbacks"]
+    assert apart["rows"] == len(marked) == sum(apart["reasons"].values())
+    assert any("dropout" in reason for reason in apart["reasons"])
+    assert any("head dim" in reason for reason in apart["reasons"])
+    # the marked rows carry the grid's worst activations (the math path's scores)
+    worst_apart = abs(apart["groups"]["activations"]["worst"])
+    assert worst_apart > abs(summary["groups"]["activations"]["worst"])
+    assert summary["groups"]["activations"]["worst_case"] not in marked
+    assert summary["groups"]["total"]["worst_case"] not in marked
+    counted = [r for r in result["rows"] if r["errors"]["activations"] is not None]
+    assert summary["groups"]["activations"]["cases"] + apart["groups"]["activations"]["cases"] == len(counted)
+    assert summary["groups"]["weights"]["cases"] == len(result["rows"])
