@@ -28,14 +28,15 @@ with unequal query and value head dims, DeepSeek-V2's MLA, where torch's CPU
 flash kernel refuses and the math path keeps the scores) are scored apart:
 their activations and totals leave the medians and worsts (their weights,
 gradients and optimizer states stay), and the summary gives their count, their
-reasons and their own figures.
+reasons and their own figures. So are the QLoRA rows traced through PEFT's
+prepare_model_for_kbit_training, a path LlamaFactory ff6d4d12 never takes:
+they are estimated with the generic pytorch KB (method qlora, kbit_prepare).
 
 Models the catalog lacks (grid_families.json's GPT-2, BLOOM, Falcon,
 DeepSeek-V2-Lite, Mistral v0.1) are estimated from their config.json, written
 from the traced config (`--model path/config.json`). QLoRA cases are
-quantization_bit 4 (with upcast_layernorm when the trace upcast the norms or,
-through PEFT's prepare_model_for_kbit_training, every non-4-bit weight: the KB
-has no option for the latter), offloaded checkpointing use_unsloth_gc, ORPO
+quantization_bit 4 (with upcast_layernorm when the trace upcast the norms),
+offloaded checkpointing use_unsloth_gc, ORPO
 and SimPO the dpo stage with pref_loss orpo / simpo.
 
     python -m bench.trace_compare [--data PATH ...] [--by subset] [--json]
@@ -58,11 +59,24 @@ GROUPS = {
     "optimizer": ("optimizer_states",),
     "activations": ("activations", "logits", "packing_mask", "dora_norm", "attention_scores"),
 }
+# the generic pytorch KB's terms, for the rows of a path LlamaFactory never takes
+PYTORCH_GROUPS = {
+    "weights": ("base_weights", "trainable_weights"),
+    "gradients": ("gradients",),
+    "optimizer": ("optimizer_states", "paged_states"),
+    "activations": ("activations", "logits", "attention_scores", "bnb_saved_inputs",
+                    "autocast_weight_copies"),
+}
+KBIT_APART = ("PEFT's prepare_model_for_kbit_training (every non-4-bit weight in fp32) is not "
+              "LlamaFactory's path (ff6d4d12 src/ never calls it; its trainers bypass TRL's): "
+              "estimated with the pytorch KB's kbit_prepare, whose activation terms are not fitted "
+              "to the traces")
 TRACED = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer_states",
           "activations": "fb_transient", "total": "peak"}
 TARGET_MEDIAN, TARGET_WORST = 0.03, 0.10
-# the groups a CPU-only attention fallback changes (the scores it keeps)
-FALLBACK_GROUPS = ("activations", "total")
+# the groups a row scored apart leaves (a CPU-only attention fallback's scores;
+# a path whose activation terms no trace fitted)
+APART_GROUPS = ("activations", "total")
 
 
 def settings(case: dict) -> dict:
@@ -102,14 +116,31 @@ def model_argument(case: dict, folder: Path | None) -> str:
     return str(path)
 
 
+def kbit_prepared(case: dict) -> bool:
+    return case["method"] == "qlora" and case.get("upcast") == "kbit"
+
+
+def pytorch_settings(case: dict) -> dict:
+    """A QLoRA row of PEFT's prepare_model_for_kbit_training path as the generic
+    pytorch KB's options (a TRL / axolotl script: HF Trainer autocast, AdamW)."""
+    return {"method": "qlora", "kbit_prepare": "true", "lora_rank": str(case["lora_rank"]),
+            "lora_targets": case["lora_targets"], "lora_dropout": "false",
+            "precision": "bf16-mixed", "micro_batch": str(case["batch"]), "grad_accum": "1",
+            "gradient_checkpointing": "full" if case["checkpointing"] else "none",
+            "optimizer": "adamw", "attention": "flash", "loss": "ce", "packing": "false"}
+
+
 def estimate_groups(kb, case: dict, folder: Path | None = None) -> dict[str, float]:
     from kbsolve import api
-    query = {"gpus": "1xH200", "model": model_argument(case, folder), "framework": "llamafactory",
+    pytorch = kbit_prepared(case)
+    query = {"gpus": "1xH200", "model": model_argument(case, folder),
+             "framework": "pytorch" if pytorch else "llamafactory",
              "seq_len": case["seq"], "headroom": 0.0}
-    estimate = api.estimate(query, settings(case), kb)
+    estimate = api.estimate(query, pytorch_settings(case) if pytorch else settings(case), kb)
     terms = {t.term: t.gib * GIB for t in estimate.memory.breakdown
              if t.level == "allocated" and t.location == "gpu"}
-    groups = {g: sum(terms.get(t, 0.0) for t in names) for g, names in GROUPS.items()}
+    groups = {g: sum(terms.get(t, 0.0) for t in names)
+              for g, names in (PYTORCH_GROUPS if pytorch else GROUPS).items()}
     groups["total"] = estimate.memory.per_gpu_gib.allocated * GIB
     groups["step_s"] = estimate.speed.step_time_s
     return groups
@@ -137,7 +168,8 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
                     errors["activations"] = None
                 traced["flops"] = case["full"]["flops"]
                 rows.append({"id": case["id"], "case": case, "kb": kb_groups, "traced": traced,
-                             "errors": errors, "cpu_fallback": grid.cpu_only_fallback(case)})
+                             "errors": errors,
+                             "apart": grid.cpu_only_fallback(case) or (KBIT_APART if kbit_prepared(case) else None)})
     return {"environment": files[0]["environment"], "rows": rows,
             "failed": [f for data in files for f in data.get("failed", [])]}
 
@@ -157,15 +189,15 @@ def subset(case: dict) -> str:
     return "catalog"
 
 
-def group_figures(rows: list[dict], fallbacks: bool = False) -> dict[str, dict]:
+def group_figures(rows: list[dict], apart: bool = False) -> dict[str, dict]:
     """Median and worst |error| per group, with the worst case's id; the
-    groups a CPU-only attention fallback changes leave out its rows (or, with
-    fallbacks=True, are those rows' own figures)."""
+    activations and totals leave out the rows scored apart (or, with
+    apart=True, are those rows' own figures)."""
     out = {}
     for group in TRACED:
         pairs = [(abs(r["errors"][group]), r["errors"][group], r["id"]) for r in rows
                  if r["errors"][group] is not None
-                 and (group not in FALLBACK_GROUPS or bool(r.get("cpu_fallback")) == fallbacks)]
+                 and (group not in APART_GROUPS or bool(r.get("apart")) == apart)]
         if not pairs:
             continue
         worst = max(pairs)
@@ -183,7 +215,7 @@ def task_ratios(rows: list[dict]) -> dict[str, dict]:
     def key(case):
         return (case["model"], case["method"], case["lora_targets"], case["checkpointing"],
                 case["attention"], case["batch"], case["seq"])
-    rows = [r for r in rows if not r.get("cpu_fallback")]
+    rows = [r for r in rows if not r.get("apart")]
     sft = {key(r["case"]): r for r in rows if r["case"]["task"] == "sft"}
     ratios: dict[str, dict[str, list]] = {}
     for r in rows:
@@ -204,15 +236,15 @@ def task_ratios(rows: list[dict]) -> dict[str, dict]:
                 "pairs": len(v["traced"])} for k, v in sorted(ratios.items())}
 
 
-def fallback_figures(rows: list[dict]) -> dict:
+def apart_figures(rows: list[dict]) -> dict:
     """The rows scored apart: how many, why, and their own activations and totals."""
-    marked = [r for r in rows if r.get("cpu_fallback")]
+    marked = [r for r in rows if r.get("apart")]
     reasons: dict[str, int] = {}
     for r in marked:
-        reasons[r["cpu_fallback"]] = reasons.get(r["cpu_fallback"], 0) + 1
-    figures = group_figures(marked, fallbacks=True) if marked else {}
+        reasons[r["apart"]] = reasons.get(r["apart"], 0) + 1
+    figures = group_figures(marked, apart=True) if marked else {}
     return {"rows": len(marked), "reasons": reasons,
-            "groups": {g: figures[g] for g in FALLBACK_GROUPS if g in figures}}
+            "groups": {g: figures[g] for g in APART_GROUPS if g in figures}}
 
 
 def summarise(result: dict, by_subset: bool = False) -> dict:
@@ -223,7 +255,7 @@ def summarise(result: dict, by_subset: bool = False) -> dict:
     out = {"cases": len(rows), "failed": len(result["failed"]),
            "environment": result["environment"], "groups": group_figures(rows),
            "total_by_task": by_task, "task_ratios": task_ratios(rows),
-           "cpu_fallbacks": fallback_figures(rows)}
+           "scored_apart": apart_figures(rows)}
     if by_subset:
         names = sorted({subset(r["case"]) for r in rows})
         out["subsets"] = {n: group_figures([r for r in rows if subset(r["case"]) == n]) for n in names}
@@ -238,10 +270,9 @@ def _print(summary: dict) -> None:
     for group, f in summary["groups"].items():
         mark = "" if f["within_target"] else "  (target: median <= 3 %, worst <= 10 %)"
         print(f"{group:<12} {f['median']:>11.1%} {f['worst']:>+9.1%}  {f['worst_case']}{mark}")
-    fallbacks = summary["cpu_fallbacks"]
+    fallbacks = summary["scored_apart"]
     if fallbacks["rows"]:
-        print(f"scored apart: {fallbacks['rows']} rows whose CPU trace keeps attention scores no CUDA "
-              f"kernel keeps ({', '.join(FALLBACK_GROUPS)} only): "
+        print(f"scored apart ({', '.join(APART_GROUPS)} only): {fallbacks['rows']} rows: "
               + "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%} ({f['cases']})"
                           for g, f in fallbacks["groups"].items()))
         for reason, count in fallbacks["reasons"].items():

@@ -272,15 +272,15 @@ def test_cpu_only_attention_fallbacks_are_scored_apart():
     are marked from the case, not from their error, and leave the activations'
     and totals' medians and worsts; their weights and gradients still count."""
     result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=("gpt2-xl", "deepseek-v2-lite", "falcon-7b"))
-    marked = {r["id"] for r in result["rows"] if r["cpu_fallback"]}
+    marked = {r["id"] for r in result["rows"] if r["apart"]}
     expected = {r["id"] for r in result["rows"] if r["case"]["attention"] == "sdpa"
                 and r["case"]["model"] in ("gpt2-xl", "deepseek-v2-lite")}
     assert marked == expected and len(marked) >= 16
     # Falcon's math path is real on CUDA too (modelled in the KB), eager never a fallback
-    assert not any(r["cpu_fallback"] for r in result["rows"]
+    assert not any(r["apart"] for r in result["rows"]
                    if r["case"]["model"] == "falcon-7b" or r["case"]["attention"] == "eager")
     summary = trace_compare.summarise(result)
-    apart = summary["cpu_fallbacks"]
+    apart = summary["scored_apart"]
     assert apart["rows"] == len(marked) == sum(apart["reasons"].values())
     assert any("dropout" in reason for reason in apart["reasons"])
     assert any("head dim" in reason for reason in apart["reasons"])
@@ -292,3 +292,35 @@ def test_cpu_only_attention_fallbacks_are_scored_apart():
     counted = [r for r in result["rows"] if r["errors"]["activations"] is not None]
     assert summary["groups"]["activations"]["cases"] + apart["groups"]["activations"]["cases"] == len(counted)
     assert summary["groups"]["weights"]["cases"] == len(result["rows"])
+
+
+def test_peft_kbit_path_is_its_own_kb_option():
+    """QLoRA through PEFT's prepare_model_for_kbit_training (TRL, axolotl) keeps
+    every non-4-bit weight in fp32; LlamaFactory ff6d4d12 never calls it. The
+    pytorch KB's kbit_prepare says so, and its weights follow the traced rows of
+    that path as LlamaFactory's quantization_bit follows its own (before: -27 to
+    -29 %, the kbit rows read as upcast_layernorm)."""
+    models = tuple(grid.METHOD_MODELS)
+    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=models)
+    qlora = [r for r in result["rows"] if r["case"]["method"] == "qlora"]
+    paths = {r["case"]["upcast"] for r in qlora}
+    assert paths == {"none", "layernorm", "kbit"}
+    for row in qlora:
+        assert abs(row["errors"]["weights"]) < 0.005, (row["id"], row["errors"]["weights"])
+        assert (row["apart"] is not None) == (row["case"]["upcast"] == "kbit"), row["id"]
+    # the option's own effect: the embeddings (and an untied head) at 4 B instead of 2 B
+    from kbsolve import api
+    kb = api.load_kb()
+    case = next(r["case"] for r in qlora if r["case"]["upcast"] == "kbit")
+    query = {"gpus": "1xH200", "model": case["model"], "framework": "pytorch",
+             "seq_len": case["seq"], "headroom": 0.0}
+    settings = trace_compare.pytorch_settings(case)
+    on = api.estimate(query, settings, kb)
+    off = api.estimate(query, dict(settings, kbit_prepare="false"), kb)
+
+    def base(estimate):
+        return next(t.gib for t in estimate.memory.breakdown if t.term == "base_weights"
+                    and t.level == "allocated" and t.location == "gpu") * 2**30
+    model = grid.catalog_models()[case["model"]]
+    embeddings = model["vocab"] * model["hidden"] * (1 if model["tied_embeddings"] else 2)
+    assert base(on) - base(off) == pytest.approx(2 * embeddings, rel=1e-4)  # breakdown rounds to MiB
