@@ -1,5 +1,5 @@
-"""The KB's memory terms against the traced tensors (bench/data/traces/grid.json
-and grid_families.json).
+"""The KB's memory terms against the traced tensors (bench/data/traces/grid.json,
+grid_families.json and grid_ppo.json).
 
 Reads only the committed trace data (no side venv): each traced case becomes a
 LlamaFactory `kbsolve estimate` with the case's settings, and each group of
@@ -51,6 +51,7 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data" / "traces" / "grid.json"
 FAMILY_DATA = DATA.with_name("grid_families.json")
+PPO_DATA = DATA.with_name("grid_ppo.json")
 ADAPTERS = ("lora", "qlora")
 GIB = 2**30
 GROUPS = {
@@ -101,6 +102,12 @@ def settings(case: dict) -> dict:
         out["pref_loss"] = case["task"]
     if case.get("offload_checkpoints"):
         out["use_unsloth_gc"] = "true"
+    if case["task"] == "ppo":
+        # the tracer trains the rollout's mini-batch once (bench/trace/step.py
+        # ppo_loss); a lora reward adapter under LoRA, a full reward model else
+        out["ppo_epochs"] = "1"
+        out["reward_model"] = "reward"
+        out["reward_model_type"] = "lora" if case["method"] in ADAPTERS else "full"
     return out
 
 
@@ -143,6 +150,13 @@ def estimate_groups(kb, case: dict, folder: Path | None = None) -> dict[str, flo
               for g, names in (PYTORCH_GROUPS if pytorch else GROUPS).items()}
     groups["total"] = estimate.memory.per_gpu_gib.allocated * GIB
     groups["step_s"] = estimate.speed.step_time_s
+    # PPO's decode time (memory-bound, no FLOPs of its own beyond a forward),
+    # as it enters the step: times the step's factor terms
+    factors = 1.0
+    for term in kb.speed.values():
+        if term.framework == query["framework"] and term.kind == "factor":
+            factors *= estimate.speed.terms.get(term.name, 1.0)
+    groups["generation_s"] = estimate.speed.terms.get("ppo_generation", 0.0) * factors
     return groups
 
 
@@ -211,7 +225,8 @@ def group_figures(rows: list[dict], apart: bool = False) -> dict[str, dict]:
 def task_ratios(rows: list[dict]) -> dict[str, dict]:
     """Each task's total memory over SFT's for the same model, method,
     checkpointing, attention and shape: the median ratio, traced and estimated;
-    and its FLOPs (traced) against the KB's step time over SFT's."""
+    and its FLOPs (traced) against the KB's step time over SFT's (PPO's: less
+    its generation's decode time, which FLOPs do not measure)."""
     def key(case):
         return (case["model"], case["method"], case["lora_targets"], case["checkpointing"],
                 case["attention"], case["batch"], case["seq"])
@@ -229,7 +244,8 @@ def task_ratios(rows: list[dict]) -> dict[str, dict]:
             entry["traced"].append(r["traced"]["total"] / base["traced"]["total"])
             entry["kb"].append(r["kb"]["total"] / base["kb"]["total"])
             entry["flops"].append(r["traced"]["flops"] / base["traced"]["flops"])
-            entry["kb_time"].append(r["kb"]["step_s"] / base["kb"]["step_s"])
+            # against the traced FLOPs: the KB's time less PPO's decode time
+            entry["kb_time"].append((r["kb"]["step_s"] - r["kb"]["generation_s"]) / base["kb"]["step_s"])
     return {k: {"traced": statistics.median(v["traced"]), "kb": statistics.median(v["kb"]),
                 "traced_flops": statistics.median(v["flops"]),
                 "kb_step_time": statistics.median(v["kb_time"]),
@@ -291,7 +307,7 @@ def _print(summary: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trace_compare",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, nargs="+", default=[DATA, FAMILY_DATA],
+    parser.add_argument("--data", type=Path, nargs="+", default=[DATA, FAMILY_DATA, PPO_DATA],
                         help="trace files (default: grid.json and grid_families.json)")
     parser.add_argument("--by", choices=["subset"], help="figures per family / method / task too")
     parser.add_argument("--json", action="store_true")

@@ -324,3 +324,53 @@ def test_peft_kbit_path_is_its_own_kb_option():
     model = grid.catalog_models()[case["model"]]
     embeddings = model["vocab"] * model["hidden"] * (1 if model["tied_embeddings"] else 2)
     assert base(on) - base(off) == pytest.approx(2 * embeddings, rel=1e-4)  # breakdown rounds to MiB
+
+
+def test_ppo_memory_and_time_follow_its_traces():
+    """LlamaFactory's PPO step traced (grid_ppo.json: rollout with a KV cache,
+    reward, old-policy and reference forwards, the mini-batch's training pass):
+    the KB's PPO/SFT memory and time ratios are the traces' (read from the
+    committed data). Before: PPO's loss path was an untraced 8 B per logit
+    (-49 % LoRA activations) and its time SFT's (ratio 1.00)."""
+    data = json.loads(trace_compare.PPO_DATA.read_text(encoding="utf-8"))
+    assert data["complete"] and not data["failed"]
+    assert {c["id"] for c in data["cases"]} == {c["id"] for c in grid.ppo_cases()}
+    assert data["environment"] == json.loads(trace_compare.DATA.read_text(encoding="utf-8"))["environment"]
+    result = trace_compare.evaluate([trace_compare.DATA, trace_compare.PPO_DATA], models=grid.PPO_MODELS)
+    ppo = [r for r in result["rows"] if r["case"]["task"] == "ppo"]
+    assert len(ppo) == len(data["cases"])
+    for row in ppo:
+        for group in ("weights", "gradients", "optimizer"):
+            assert abs(row["errors"][group]) < 0.02, (row["id"], group)
+        if row["case"]["method"] == "lora":
+            assert abs(row["errors"]["activations"]) < 0.03, (row["id"], row["errors"]["activations"])
+        assert abs(row["errors"]["total"]) < 0.07, (row["id"], row["errors"]["total"])
+    ratios = trace_compare.summarise(result)["task_ratios"]
+    for method in ("lora", "full"):
+        ratio = ratios[f"ppo/{method}"]
+        assert ratio["pairs"] == len(grid.PPO_MODELS)
+        # the traces: more memory than SFT (the loss path's fp32 logits; under
+        # full tuning a reference and a reward model), more work (the rollout's
+        # four forwards, counted at ppo_epochs 1 as traced)
+        assert ratio["traced"] > 1.1 and ratio["traced_flops"] > 1.9
+        assert ratio["kb"] == pytest.approx(ratio["traced"], rel=0.05), method
+        # forward-only passes priced at training passes, as for DPO and KTO
+        assert 1.0 <= ratio["kb_step_time"] / ratio["traced_flops"] <= 1.16, method
+
+
+def test_ppo_generation_is_memory_bound_and_shared_by_its_epochs():
+    """The rollout's decode steps read every weight once per token: their time
+    is apart from the FLOPs, and ppo_epochs training passes share one rollout."""
+    from kbsolve import api
+    kb = api.load_kb()
+    query = {"gpus": "1xH200", "model": "llama3-8b", "framework": "llamafactory",
+             "seq_len": 2048, "headroom": 0.0}
+    base = {"finetuning_type": "lora", "per_device_train_batch_size": "2", "bf16": "true"}
+    sft = api.estimate(query, dict(base, stage="sft"), kb).speed
+    ppo = {epochs: api.estimate(query, dict(base, stage="ppo", reward_model="rm", ppo_epochs=str(epochs)), kb).speed
+           for epochs in (1, 4)}
+    assert sft.terms["ppo_generation"] == 0
+    assert ppo[1].terms["ppo_generation"] == pytest.approx(4 * ppo[4].terms["ppo_generation"], rel=1e-3)
+    assert ppo[1].terms["ppo_generation"] > ppo[1].terms["gemms"]  # decode dominates a rollout
+    assert ppo[4].step_time_s < ppo[1].step_time_s and ppo[4].step_time_s > sft.step_time_s
+    assert ppo[4].mfu < sft.mfu

@@ -221,6 +221,32 @@ def family_cases(full: bool = True) -> list[dict]:
     return out
 
 
+# ---- the PPO grid (bench/data/traces/grid_ppo.json) -------------------------------
+# LlamaFactory's ppo stage: two small catalog models, LoRA (reward_model_type
+# lora) and full (reward_model_type full), checkpointing on; the query and the
+# generated response take half the sequence each.
+PPO_MODELS = ("qwen3-0.6b", "llama3.2-1b")
+PPO_METHODS = [("lora", "all", True), ("full", "", True)]
+PPO_SHAPES = [(1, 1024)]
+
+
+def ppo_cases(full: bool = True) -> list[dict]:
+    """The cases of grid_ppo.json (full=False: the same few)."""
+    catalog = catalog_models()
+    out = []
+    for name in PPO_MODELS:
+        model_type, attentions = MODELS[name]
+        base = {"model": name, "model_type": model_type,
+                "config": hf_config(catalog[name], model_type),
+                "full_layers": catalog[name]["layers"], "lora_rank": 8}
+        for batch, seq in PPO_SHAPES:
+            for method, targets, ckpt in PPO_METHODS:
+                out.append(_case(base, "ppo", method, targets, ckpt, attentions[0], batch, seq))
+    for case in out:
+        case["reference"] = True
+    return out
+
+
 def hf_config_json(name: str) -> dict:
     """The config.json kbsolve reads for a family model (`--model path`): the
     traced config at the model's full depth, without the keys the HF file
