@@ -34,7 +34,7 @@ FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient"
            "step_peak", "peak", "flops")
 CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lora_rank",
              "checkpointing", "attention", "batch", "seq", "reference", "full_layers")
-FAMILY_KEYS = ("upcast", "offload_checkpoints")  # family-grid cases only
+FAMILY_KEYS = ("upcast", "offload_checkpoints", "attention_dropout_off")  # family-grid cases only
 
 
 def run_step(python: Path, cases: list[dict], progress=None) -> dict[str, dict]:

@@ -86,6 +86,10 @@ def build_model(case):
 
     kwargs = dict(case["config"])
     kwargs["num_hidden_layers"] = case["layers"]
+    if case.get("attention_dropout_off"):  # grid.attention_dropout_stand_in: CUDA flash's tensors
+        for key in ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"):
+            if key in kwargs:
+                kwargs[key] = 0.0
     if case["model_type"] == "gpt2":
         kwargs["n_layer"] = case["layers"]
     config = AutoConfig.for_model(case["model_type"], **kwargs)
