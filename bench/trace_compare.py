@@ -1,5 +1,5 @@
-"""The KB's memory terms against the traced tensors (bench/data/traces/grid.json
-and grid_families.json).
+"""The KB's memory terms against the traced tensors (bench/data/traces/grid.json,
+grid_families.json and grid_ppo.json).
 
 Reads only the committed trace data (no side venv): each traced case becomes a
 LlamaFactory `kbsolve estimate` with the case's settings, and each group of
@@ -22,12 +22,21 @@ totals are scored). Targets (issue 23): median |error| <= 3 %,
 worst <= 10 % per group. Also the task ratios: each task's peak over the SFT
 peak of the same model, method and shape, traced and estimated.
 
+Rows whose CPU trace takes a code path no CUDA kernel takes
+(grid.cpu_only_fallback: SDPA with attention dropout, GPT-2's attn_pdrop, or
+with unequal query and value head dims, DeepSeek-V2's MLA, where torch's CPU
+flash kernel refuses and the math path keeps the scores) are scored apart:
+their activations and totals leave the medians and worsts (their weights,
+gradients and optimizer states stay), and the summary gives their count, their
+reasons and their own figures. So are the QLoRA rows traced through PEFT's
+prepare_model_for_kbit_training, a path LlamaFactory ff6d4d12 never takes:
+they are estimated with the generic pytorch KB (method qlora, kbit_prepare).
+
 Models the catalog lacks (grid_families.json's GPT-2, BLOOM, Falcon,
 DeepSeek-V2-Lite, Mistral v0.1) are estimated from their config.json, written
 from the traced config (`--model path/config.json`). QLoRA cases are
-quantization_bit 4 (with upcast_layernorm when the trace upcast the norms or,
-through PEFT's prepare_model_for_kbit_training, every non-4-bit weight: the KB
-has no option for the latter), offloaded checkpointing use_unsloth_gc, ORPO
+quantization_bit 4 (with upcast_layernorm when the trace upcast the norms),
+offloaded checkpointing use_unsloth_gc, ORPO
 and SimPO the dpo stage with pref_loss orpo / simpo.
 
     python -m bench.trace_compare [--data PATH ...] [--by subset] [--json]
@@ -42,6 +51,7 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data" / "traces" / "grid.json"
 FAMILY_DATA = DATA.with_name("grid_families.json")
+PPO_DATA = DATA.with_name("grid_ppo.json")
 ADAPTERS = ("lora", "qlora")
 GIB = 2**30
 GROUPS = {
@@ -50,9 +60,24 @@ GROUPS = {
     "optimizer": ("optimizer_states",),
     "activations": ("activations", "logits", "packing_mask", "dora_norm", "attention_scores"),
 }
+# the generic pytorch KB's terms, for the rows of a path LlamaFactory never takes
+PYTORCH_GROUPS = {
+    "weights": ("base_weights", "trainable_weights"),
+    "gradients": ("gradients",),
+    "optimizer": ("optimizer_states", "paged_states"),
+    "activations": ("activations", "logits", "attention_scores", "bnb_saved_inputs",
+                    "autocast_weight_copies"),
+}
+KBIT_APART = ("PEFT's prepare_model_for_kbit_training (every non-4-bit weight in fp32) is not "
+              "LlamaFactory's path (ff6d4d12 src/ never calls it; its trainers bypass TRL's): "
+              "estimated with the pytorch KB's kbit_prepare, whose activation terms are not fitted "
+              "to the traces")
 TRACED = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer_states",
           "activations": "fb_transient", "total": "peak"}
 TARGET_MEDIAN, TARGET_WORST = 0.03, 0.10
+# the groups a row scored apart leaves (a CPU-only attention fallback's scores;
+# a path whose activation terms no trace fitted)
+APART_GROUPS = ("activations", "total")
 
 
 def settings(case: dict) -> dict:
@@ -77,6 +102,12 @@ def settings(case: dict) -> dict:
         out["pref_loss"] = case["task"]
     if case.get("offload_checkpoints"):
         out["use_unsloth_gc"] = "true"
+    if case["task"] == "ppo":
+        # the tracer trains the rollout's mini-batch once (bench/trace/step.py
+        # ppo_loss); a lora reward adapter under LoRA, a full reward model else
+        out["ppo_epochs"] = "1"
+        out["reward_model"] = "reward"
+        out["reward_model_type"] = "lora" if case["method"] in ADAPTERS else "full"
     return out
 
 
@@ -92,16 +123,40 @@ def model_argument(case: dict, folder: Path | None) -> str:
     return str(path)
 
 
+def kbit_prepared(case: dict) -> bool:
+    return case["method"] == "qlora" and case.get("upcast") == "kbit"
+
+
+def pytorch_settings(case: dict) -> dict:
+    """A QLoRA row of PEFT's prepare_model_for_kbit_training path as the generic
+    pytorch KB's options (a TRL / axolotl script: HF Trainer autocast, AdamW)."""
+    return {"method": "qlora", "kbit_prepare": "true", "lora_rank": str(case["lora_rank"]),
+            "lora_targets": case["lora_targets"], "lora_dropout": "false",
+            "precision": "bf16-mixed", "micro_batch": str(case["batch"]), "grad_accum": "1",
+            "gradient_checkpointing": "full" if case["checkpointing"] else "none",
+            "optimizer": "adamw", "attention": "flash", "loss": "ce", "packing": "false"}
+
+
 def estimate_groups(kb, case: dict, folder: Path | None = None) -> dict[str, float]:
     from kbsolve import api
-    query = {"gpus": "1xH200", "model": model_argument(case, folder), "framework": "llamafactory",
+    pytorch = kbit_prepared(case)
+    query = {"gpus": "1xH200", "model": model_argument(case, folder),
+             "framework": "pytorch" if pytorch else "llamafactory",
              "seq_len": case["seq"], "headroom": 0.0}
-    estimate = api.estimate(query, settings(case), kb)
+    estimate = api.estimate(query, pytorch_settings(case) if pytorch else settings(case), kb)
     terms = {t.term: t.gib * GIB for t in estimate.memory.breakdown
              if t.level == "allocated" and t.location == "gpu"}
-    groups = {g: sum(terms.get(t, 0.0) for t in names) for g, names in GROUPS.items()}
+    groups = {g: sum(terms.get(t, 0.0) for t in names)
+              for g, names in (PYTORCH_GROUPS if pytorch else GROUPS).items()}
     groups["total"] = estimate.memory.per_gpu_gib.allocated * GIB
     groups["step_s"] = estimate.speed.step_time_s
+    # PPO's decode time (memory-bound, no FLOPs of its own beyond a forward),
+    # as it enters the step: times the step's factor terms
+    factors = 1.0
+    for term in kb.speed.values():
+        if term.framework == query["framework"] and term.kind == "factor":
+            factors *= estimate.speed.terms.get(term.name, 1.0)
+    groups["generation_s"] = estimate.speed.terms.get("ppo_generation", 0.0) * factors
     return groups
 
 
@@ -109,6 +164,7 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
     """Every traced case of the file(s) (or those of `models`) against its estimate."""
     import tempfile
 
+    from bench.trace import grid
     from kbsolve import api
     paths = [path] if isinstance(path, Path) else list(path)
     files = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
@@ -126,7 +182,8 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
                     errors["activations"] = None
                 traced["flops"] = case["full"]["flops"]
                 rows.append({"id": case["id"], "case": case, "kb": kb_groups, "traced": traced,
-                             "errors": errors})
+                             "errors": errors,
+                             "apart": grid.cpu_only_fallback(case) or (KBIT_APART if kbit_prepared(case) else None)})
     return {"environment": files[0]["environment"], "rows": rows,
             "failed": [f for data in files for f in data.get("failed", [])]}
 
@@ -146,12 +203,15 @@ def subset(case: dict) -> str:
     return "catalog"
 
 
-def group_figures(rows: list[dict]) -> dict[str, dict]:
-    """Median and worst |error| per group, with the worst case's id."""
+def group_figures(rows: list[dict], apart: bool = False) -> dict[str, dict]:
+    """Median and worst |error| per group, with the worst case's id; the
+    activations and totals leave out the rows scored apart (or, with
+    apart=True, are those rows' own figures)."""
     out = {}
     for group in TRACED:
         pairs = [(abs(r["errors"][group]), r["errors"][group], r["id"]) for r in rows
-                 if r["errors"][group] is not None]
+                 if r["errors"][group] is not None
+                 and (group not in APART_GROUPS or bool(r.get("apart")) == apart)]
         if not pairs:
             continue
         worst = max(pairs)
@@ -165,10 +225,12 @@ def group_figures(rows: list[dict]) -> dict[str, dict]:
 def task_ratios(rows: list[dict]) -> dict[str, dict]:
     """Each task's total memory over SFT's for the same model, method,
     checkpointing, attention and shape: the median ratio, traced and estimated;
-    and its FLOPs (traced) against the KB's step time over SFT's."""
+    and its FLOPs (traced) against the KB's step time over SFT's (PPO's: less
+    its generation's decode time, which FLOPs do not measure)."""
     def key(case):
         return (case["model"], case["method"], case["lora_targets"], case["checkpointing"],
                 case["attention"], case["batch"], case["seq"])
+    rows = [r for r in rows if not r.get("apart")]
     sft = {key(r["case"]): r for r in rows if r["case"]["task"] == "sft"}
     ratios: dict[str, dict[str, list]] = {}
     for r in rows:
@@ -182,11 +244,23 @@ def task_ratios(rows: list[dict]) -> dict[str, dict]:
             entry["traced"].append(r["traced"]["total"] / base["traced"]["total"])
             entry["kb"].append(r["kb"]["total"] / base["kb"]["total"])
             entry["flops"].append(r["traced"]["flops"] / base["traced"]["flops"])
-            entry["kb_time"].append(r["kb"]["step_s"] / base["kb"]["step_s"])
+            # against the traced FLOPs: the KB's time less PPO's decode time
+            entry["kb_time"].append((r["kb"]["step_s"] - r["kb"]["generation_s"]) / base["kb"]["step_s"])
     return {k: {"traced": statistics.median(v["traced"]), "kb": statistics.median(v["kb"]),
                 "traced_flops": statistics.median(v["flops"]),
                 "kb_step_time": statistics.median(v["kb_time"]),
                 "pairs": len(v["traced"])} for k, v in sorted(ratios.items())}
+
+
+def apart_figures(rows: list[dict]) -> dict:
+    """The rows scored apart: how many, why, and their own activations and totals."""
+    marked = [r for r in rows if r.get("apart")]
+    reasons: dict[str, int] = {}
+    for r in marked:
+        reasons[r["apart"]] = reasons.get(r["apart"], 0) + 1
+    figures = group_figures(marked, apart=True) if marked else {}
+    return {"rows": len(marked), "reasons": reasons,
+            "groups": {g: figures[g] for g in APART_GROUPS if g in figures}}
 
 
 def summarise(result: dict, by_subset: bool = False) -> dict:
@@ -196,7 +270,8 @@ def summarise(result: dict, by_subset: bool = False) -> dict:
         by_task[task] = group_figures([r for r in rows if r["case"]["task"] == task])["total"]
     out = {"cases": len(rows), "failed": len(result["failed"]),
            "environment": result["environment"], "groups": group_figures(rows),
-           "total_by_task": by_task, "task_ratios": task_ratios(rows)}
+           "total_by_task": by_task, "task_ratios": task_ratios(rows),
+           "scored_apart": apart_figures(rows)}
     if by_subset:
         names = sorted({subset(r["case"]) for r in rows})
         out["subsets"] = {n: group_figures([r for r in rows if subset(r["case"]) == n]) for n in names}
@@ -211,6 +286,13 @@ def _print(summary: dict) -> None:
     for group, f in summary["groups"].items():
         mark = "" if f["within_target"] else "  (target: median <= 3 %, worst <= 10 %)"
         print(f"{group:<12} {f['median']:>11.1%} {f['worst']:>+9.1%}  {f['worst_case']}{mark}")
+    fallbacks = summary["scored_apart"]
+    if fallbacks["rows"]:
+        print(f"scored apart ({', '.join(APART_GROUPS)} only): {fallbacks['rows']} rows: "
+              + "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%} ({f['cases']})"
+                          for g, f in fallbacks["groups"].items()))
+        for reason, count in fallbacks["reasons"].items():
+            print(f"  {count} rows: {reason}")
     print("total by task: " + ", ".join(f"{t} median {f['median']:.1%} worst {f['worst']:+.1%}"
                                         for t, f in summary["total_by_task"].items()))
     print("task / SFT, median (memory traced vs KB; FLOPs traced vs KB step time):")
@@ -225,7 +307,7 @@ def _print(summary: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trace_compare",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, nargs="+", default=[DATA, FAMILY_DATA],
+    parser.add_argument("--data", type=Path, nargs="+", default=[DATA, FAMILY_DATA, PPO_DATA],
                         help="trace files (default: grid.json and grid_families.json)")
     parser.add_argument("--by", choices=["subset"], help="figures per family / method / task too")
     parser.add_argument("--json", action="store_true")

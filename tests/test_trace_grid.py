@@ -264,3 +264,120 @@ def test_materialised_scores_follow_the_attention_code_path():
     for row in rows:
         assert abs(row["errors"]["activations"]) < 0.16, (row["id"], row["errors"]["activations"])
         assert abs(row["errors"]["total"]) < 0.07, (row["id"], row["errors"]["total"])
+
+
+def test_cpu_only_attention_fallbacks_are_scored_apart():
+    """SDPA rows whose CPU trace takes torch's math path where a CUDA kernel
+    would not are marked from the case, not from their error. DeepSeek-V2's
+    unequal MLA head dims (CUDA's memory-efficient kernel takes them) leave the
+    activations' and totals' medians and worsts; their weights and gradients
+    still count. GPT-2's attention dropout is traced without it instead (CPU
+    flash then keeps what CUDA flash keeps with dropout), so its rows count."""
+    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=("gpt2-xl", "deepseek-v2-lite", "falcon-7b"))
+    marked = {r["id"] for r in result["rows"] if r["apart"]}
+    expected = {r["id"] for r in result["rows"] if r["case"]["attention"] == "sdpa"
+                and r["case"]["model"] == "deepseek-v2-lite"}
+    assert marked == expected and len(marked) >= 8
+    gpt2_sdpa = [r for r in result["rows"] if r["case"]["model"] == "gpt2-xl" and r["case"]["attention"] == "sdpa"]
+    assert gpt2_sdpa and all(r["case"].get("attention_dropout_off") for r in gpt2_sdpa)
+    # without checkpointing eager keeps every layer's scores; the stand-in keeps none
+    traced = {r["id"]: r["traced"]["activations"] for r in result["rows"]}
+    for row in gpt2_sdpa:
+        if row["case"]["method"] == "lora" and not row["case"]["checkpointing"]:
+            eager = traced[row["id"].replace("-sdpa-", "-eager-")]
+            scores = row["case"]["batch"] * 25 * row["case"]["seq"] ** 2 * 4 * 48  # fp32, every layer
+            assert eager - traced[row["id"]] > scores, row["id"]
+    # Falcon's math path is real on CUDA too (modelled in the KB), eager never a fallback
+    assert not any(r["apart"] for r in result["rows"]
+                   if r["case"]["model"] == "falcon-7b" or r["case"]["attention"] == "eager")
+    summary = trace_compare.summarise(result)
+    apart = summary["scored_apart"]
+    assert apart["rows"] == len(marked) == sum(apart["reasons"].values())
+    assert all("head dim" in reason for reason in apart["reasons"])
+    assert summary["groups"]["activations"]["worst_case"] not in marked
+    assert summary["groups"]["total"]["worst_case"] not in marked
+    counted = [r for r in result["rows"] if r["errors"]["activations"] is not None]
+    assert summary["groups"]["activations"]["cases"] + apart["groups"]["activations"]["cases"] == len(counted)
+    assert summary["groups"]["weights"]["cases"] == len(result["rows"])
+
+
+def test_peft_kbit_path_is_its_own_kb_option():
+    """QLoRA through PEFT's prepare_model_for_kbit_training (TRL, axolotl) keeps
+    every non-4-bit weight in fp32; LlamaFactory ff6d4d12 never calls it. The
+    pytorch KB's kbit_prepare says so, and its weights follow the traced rows of
+    that path as LlamaFactory's quantization_bit follows its own (before: -27 to
+    -29 %, the kbit rows read as upcast_layernorm)."""
+    models = tuple(grid.METHOD_MODELS)
+    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=models)
+    qlora = [r for r in result["rows"] if r["case"]["method"] == "qlora"]
+    paths = {r["case"]["upcast"] for r in qlora}
+    assert paths == {"none", "layernorm", "kbit"}
+    for row in qlora:
+        assert abs(row["errors"]["weights"]) < 0.005, (row["id"], row["errors"]["weights"])
+        assert (row["apart"] is not None) == (row["case"]["upcast"] == "kbit"), row["id"]
+    # the option's own effect: the embeddings (and an untied head) at 4 B instead of 2 B
+    from kbsolve import api
+    kb = api.load_kb()
+    case = next(r["case"] for r in qlora if r["case"]["upcast"] == "kbit")
+    query = {"gpus": "1xH200", "model": case["model"], "framework": "pytorch",
+             "seq_len": case["seq"], "headroom": 0.0}
+    settings = trace_compare.pytorch_settings(case)
+    on = api.estimate(query, settings, kb)
+    off = api.estimate(query, dict(settings, kbit_prepare="false"), kb)
+
+    def base(estimate):
+        return next(t.gib for t in estimate.memory.breakdown if t.term == "base_weights"
+                    and t.level == "allocated" and t.location == "gpu") * 2**30
+    model = grid.catalog_models()[case["model"]]
+    embeddings = model["vocab"] * model["hidden"] * (1 if model["tied_embeddings"] else 2)
+    assert base(on) - base(off) == pytest.approx(2 * embeddings, rel=1e-4)  # breakdown rounds to MiB
+
+
+def test_ppo_memory_and_time_follow_its_traces():
+    """LlamaFactory's PPO step traced (grid_ppo.json: rollout with a KV cache,
+    reward, old-policy and reference forwards, the mini-batch's training pass):
+    the KB's PPO/SFT memory and time ratios are the traces' (read from the
+    committed data). Before: PPO's loss path was an untraced 8 B per logit
+    (-49 % LoRA activations) and its time SFT's (ratio 1.00)."""
+    data = json.loads(trace_compare.PPO_DATA.read_text(encoding="utf-8"))
+    assert data["complete"] and not data["failed"]
+    assert {c["id"] for c in data["cases"]} == {c["id"] for c in grid.ppo_cases()}
+    assert data["environment"] == json.loads(trace_compare.DATA.read_text(encoding="utf-8"))["environment"]
+    result = trace_compare.evaluate([trace_compare.DATA, trace_compare.PPO_DATA], models=grid.PPO_MODELS)
+    ppo = [r for r in result["rows"] if r["case"]["task"] == "ppo"]
+    assert len(ppo) == len(data["cases"])
+    for row in ppo:
+        for group in ("weights", "gradients", "optimizer"):
+            assert abs(row["errors"][group]) < 0.02, (row["id"], group)
+        if row["case"]["method"] == "lora":
+            assert abs(row["errors"]["activations"]) < 0.03, (row["id"], row["errors"]["activations"])
+        assert abs(row["errors"]["total"]) < 0.07, (row["id"], row["errors"]["total"])
+    ratios = trace_compare.summarise(result)["task_ratios"]
+    for method in ("lora", "full"):
+        ratio = ratios[f"ppo/{method}"]
+        assert ratio["pairs"] == len(grid.PPO_MODELS)
+        # the traces: more memory than SFT (the loss path's fp32 logits; under
+        # full tuning a reference and a reward model), more work (the rollout's
+        # four forwards, counted at ppo_epochs 1 as traced)
+        assert ratio["traced"] > 1.1 and ratio["traced_flops"] > 1.9
+        assert ratio["kb"] == pytest.approx(ratio["traced"], rel=0.05), method
+        # forward-only passes priced at training passes, as for DPO and KTO
+        assert 1.0 <= ratio["kb_step_time"] / ratio["traced_flops"] <= 1.16, method
+
+
+def test_ppo_generation_is_memory_bound_and_shared_by_its_epochs():
+    """The rollout's decode steps read every weight once per token: their time
+    is apart from the FLOPs, and ppo_epochs training passes share one rollout."""
+    from kbsolve import api
+    kb = api.load_kb()
+    query = {"gpus": "1xH200", "model": "llama3-8b", "framework": "llamafactory",
+             "seq_len": 2048, "headroom": 0.0}
+    base = {"finetuning_type": "lora", "per_device_train_batch_size": "2", "bf16": "true"}
+    sft = api.estimate(query, dict(base, stage="sft"), kb).speed
+    ppo = {epochs: api.estimate(query, dict(base, stage="ppo", reward_model="rm", ppo_epochs=str(epochs)), kb).speed
+           for epochs in (1, 4)}
+    assert sft.terms["ppo_generation"] == 0
+    assert ppo[1].terms["ppo_generation"] == pytest.approx(4 * ppo[4].terms["ppo_generation"], rel=1e-3)
+    assert ppo[1].terms["ppo_generation"] > ppo[1].terms["gemms"]  # decode dominates a rollout
+    assert ppo[4].step_time_s < ppo[1].step_time_s and ppo[4].step_time_s > sft.step_time_s
+    assert ppo[4].mfu < sft.mfu

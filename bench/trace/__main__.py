@@ -1,6 +1,6 @@
 """`python -m bench.trace`: trace the grid's training steps in the real model code.
 
-    python -m bench.trace [--quick] [--part main|families]
+    python -m bench.trace [--quick] [--part main|families|ppo]
     python -m bench.trace --full-depth MODEL_CASE_ID ...   # check the extrapolation
 
 Builds (once) the pinned side venv (bench/trace/requirements.txt), runs
@@ -9,8 +9,8 @@ case's traced figures and their extrapolation to the model's full depth:
 every traced size is fixed + layers x per-layer, solved from the two depths.
 Two grids, each its own file: `main` (grid.json: the catalog models) and
 `families` (grid_families.json: GPT-2, BLOOM, Falcon, DeepSeek-V2-Lite,
-Mistral's sliding window, QLoRA, offloaded checkpointing, ORPO and SimPO);
-without --part both are traced.
+Mistral's sliding window, QLoRA, offloaded checkpointing, ORPO and SimPO) and
+`ppo` (grid_ppo.json: LlamaFactory's PPO step); without --part all are traced.
 Runs under `nice -n 15`; the CPU time it took is written beside the results.
 """
 from __future__ import annotations
@@ -28,12 +28,13 @@ from bench.trace import grid, venv
 
 STEP = Path(__file__).with_name("step.py")
 OUT = grid.ROOT / "bench" / "data" / "traces" / "grid.json"
-PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_name("grid_families.json"))}
+PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_name("grid_families.json")),
+         "ppo": (grid.ppo_cases, OUT.with_name("grid_ppo.json"))}
 FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient",
            "step_peak", "peak", "flops")
 CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lora_rank",
              "checkpointing", "attention", "batch", "seq", "reference", "full_layers")
-FAMILY_KEYS = ("upcast", "offload_checkpoints")  # family-grid cases only
+FAMILY_KEYS = ("upcast", "offload_checkpoints", "attention_dropout_off")  # family-grid cases only
 
 
 def run_step(python: Path, cases: list[dict], progress=None) -> dict[str, dict]:
@@ -103,7 +104,7 @@ def collect(cases: list[dict], results: dict) -> tuple[list[dict], list[dict]]:
 
 def full_depth_check(python: Path, ids: list[str]) -> int:
     """Trace each case at its full depth; print it beside the extrapolation."""
-    by_id = {c["id"]: c for c in grid.cases() + grid.family_cases()}
+    by_id = {c["id"]: c for c in grid.cases() + grid.family_cases() + grid.ppo_cases()}
     unknown = [i for i in ids if i not in by_id]
     if unknown:
         sys.exit(f"bench.trace: unknown case id {unknown[0]!r}")
@@ -142,7 +143,7 @@ def merge(files: list[Path], out: Path) -> int:
     environments = {json.dumps(p["environment"], sort_keys=True) for p in parts}
     if len(environments) > 1:
         sys.exit("bench.trace: the files were traced in different environments")
-    order = {c["id"]: i for i, c in enumerate(grid.cases() + grid.family_cases())}
+    order = {c["id"]: i for i, c in enumerate(grid.cases() + grid.family_cases() + grid.ppo_cases())}
     rows = {r["id"]: r for p in parts for r in p["cases"]}
     failed = {r["id"]: r for p in parts for r in p["failed"]}
     data = dict(parts[0], generated_by="python -m bench.trace (split over processes, merged)",

@@ -7,6 +7,7 @@ to the catalog's layer count.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import yaml
@@ -108,7 +109,7 @@ FAMILIES = {
     "gpt2-xl": {
         "model_type": "gpt2", "attentions": ("sdpa", "eager"), "layers": 48,
         "config": {"vocab_size": 50257, "n_positions": 1024, "n_embd": 1600, "n_head": 25,
-                   "activation_function": "gelu_new"},
+                   "activation_function": "gelu_new", "attn_pdrop": 0.1},
         # learned positions: no sequence longer than n_positions
         "shapes": ((1, 1024), (2, 1024)),
         "source": "hf: openai-community/gpt2-xl config.json"},
@@ -215,8 +216,37 @@ def family_cases(full: bool = True) -> list[dict]:
             for task in PREF_TASKS:
                 for method, targets in (("lora", "all"), ("full", "")):
                     out.append(_case(base, task, method, targets, True, attentions[0], batch, seq))
+    for case in out:
+        if attention_dropout_stand_in(case):
+            case["attention_dropout_off"] = True
     if not full:
         out = [c for c in out if c["batch"] == 1 and c["model"] in ("gpt2-xl", "qwen3-0.6b")]
+    return out
+
+
+# ---- the PPO grid (bench/data/traces/grid_ppo.json) -------------------------------
+# LlamaFactory's ppo stage: two small catalog models, LoRA (reward_model_type
+# lora) and full (reward_model_type full), checkpointing on; the query and the
+# generated response take half the sequence each.
+PPO_MODELS = ("qwen3-0.6b", "llama3.2-1b")
+PPO_METHODS = [("lora", "all", True), ("full", "", True)]
+PPO_SHAPES = [(1, 1024)]
+
+
+def ppo_cases(full: bool = True) -> list[dict]:
+    """The cases of grid_ppo.json (full=False: the same few)."""
+    catalog = catalog_models()
+    out = []
+    for name in PPO_MODELS:
+        model_type, attentions = MODELS[name]
+        base = {"model": name, "model_type": model_type,
+                "config": hf_config(catalog[name], model_type),
+                "full_layers": catalog[name]["layers"], "lora_rank": 8}
+        for batch, seq in PPO_SHAPES:
+            for method, targets, ckpt in PPO_METHODS:
+                out.append(_case(base, "ppo", method, targets, ckpt, attentions[0], batch, seq))
+    for case in out:
+        case["reference"] = True
     return out
 
 
@@ -227,3 +257,60 @@ def hf_config_json(name: str) -> dict:
     family = FAMILIES[name]
     config = {k: v for k, v in family["config"].items() if v is not None}
     return dict(config, model_type=family["model_type"], num_hidden_layers=family["layers"])
+
+
+# ---- rows whose CPU trace takes a path no CUDA kernel takes ------------------------
+# Keys under which a transformers config gives the attention dropout probability.
+ATTENTION_DROPOUT_KEYS = ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob")
+
+
+def case_config(case: dict) -> dict:
+    """The HF config kwargs a grid case (or a row of a grid file) was traced with."""
+    if case["model"] in FAMILIES:
+        return FAMILIES[case["model"]]["config"]
+    model_type = MODELS[case["model"]][0]
+    return hf_config(_catalog()[case["model"]], model_type)
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog() -> dict[str, dict]:
+    return catalog_models()
+
+
+def cpu_only_fallback(case: dict) -> str | None:
+    """Why the CPU trace of this case materialises attention scores that a CUDA
+    kernel would not, or None. Under SDPA, torch's CPU flash kernel refuses
+    attention dropout and unequal query/key and value head dims
+    (aten/src/ATen/native/transformers/sdp_utils_cpp.cpp, use_flash_attention_cpp:
+    check_for_dropout, check_head_dim_size_cpp), so the trace takes the math
+    path and keeps the fp32 scores and softmax; on CUDA flash attention takes
+    dropout (it keeps the RNG state, no mask) and the memory-efficient kernel a
+    value head dim unlike the query's, neither keeping scores. Eager attention
+    keeps the scores on every device, so eager rows are never marked."""
+    if case["attention"] != "sdpa":
+        return None
+    config = case_config(case)
+    dropout = max((config.get(k) or 0.0) for k in ATTENTION_DROPOUT_KEYS)
+    if dropout > 0 and not case.get("attention_dropout_off"):
+        return (f"attention dropout {dropout}: torch's CPU flash kernel refuses dropout (math path, "
+                "fp32 scores kept); CUDA's flash kernel takes it")
+    if config.get("qk_nope_head_dim") is not None:
+        qk = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
+        v = config.get("v_head_dim", qk)
+        if qk != v:
+            return (f"query/key head dim {qk} != value head dim {v}: torch's CPU flash kernel needs "
+                    "equal head dims (math path, fp32 scores kept); CUDA's memory-efficient kernel "
+                    "takes them")
+    return None
+
+
+def attention_dropout_stand_in(case: dict) -> bool:
+    """SDPA with attention dropout: the tracer runs it without the dropout, so
+    torch's CPU flash kernel takes it and keeps what CUDA's flash kernel keeps
+    with dropout (the output and the log-sum-exp; the dropout mask is
+    regenerated from the saved RNG state, never stored). The only tensors the
+    CPU math path adds are its scores and mask."""
+    if case["attention"] != "sdpa":
+        return False
+    config = case_config(case)
+    return max((config.get(k) or 0.0) for k in ATTENTION_DROPOUT_KEYS) > 0

@@ -86,6 +86,10 @@ def build_model(case):
 
     kwargs = dict(case["config"])
     kwargs["num_hidden_layers"] = case["layers"]
+    if case.get("attention_dropout_off"):  # grid.attention_dropout_stand_in: CUDA flash's tensors
+        for key in ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"):
+            if key in kwargs:
+                kwargs[key] = 0.0
     if case["model_type"] == "gpt2":
         kwargs["n_layer"] = case["layers"]
     config = AutoConfig.for_model(case["model_type"], **kwargs)
@@ -316,9 +320,115 @@ def _policy_logps(model, ids, grad, again=False):
         return logits, sequence_logps(logits, ids)
 
 
+DECODED = 3  # response tokens the PPO trace generates one decode step at a time
+
+
+class _ValueHead(torch.nn.Module):
+    """trl's AutoModelForCausalLMWithValueHead.forward (trl 0.9.6, the newest
+    LlamaFactory's PPO trainer accepts, ppo/trainer.py:86-93): the model's last
+    hidden state through the ValueHead (dropout 0.1, cast to the head's dtype,
+    Linear(hidden, 1)), the LM logits upcast to fp32. A fresh parent per call, as
+    _Again: the policy runs several top-level forwards in one PPO step."""
+
+    def __init__(self, model, head):
+        super().__init__()
+        object.__setattr__(self, "inner", model)
+        object.__setattr__(self, "head", head)
+
+    def forward(self, **kwargs):
+        out = self.inner(output_hidden_states=True, use_cache=False, **kwargs)
+        hidden = torch.nn.functional.dropout(out.hidden_states[-1], 0.1, self.inner.training)
+        values = self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
+        return out.logits.float(), values
+
+
+def _logprobs_from_logits(logits, labels):
+    """trl.core.logprobs_from_logits (0.9.6)."""
+    return torch.gather(logits.log_softmax(2), 2, labels.unsqueeze(2)).squeeze(-1)
+
+
+def ppo_loss(model, case, rows):
+    """One PPO step as LlamaFactory's CustomPPOTrainer.ppo_train runs it over one
+    mini-batch (train/ppo/trainer.py:215-245 at ff6d4d12, trl 0.9.6's
+    PPOTrainer.step with ppo_epochs 1): the rollout in eval mode without
+    gradients (generate: a prefill of the query and one decode step per response
+    token into the KV cache, get_inputs :337-355; the reward model's value of the
+    full sequence, get_rewards :370-395: a second adapter of the policy under
+    reward_model_type lora, replace_model, or a full reward model), then in
+    train mode the policy's and the reference's log-probabilities and values
+    without gradients (the reference by disabling the adapter under LoRA, a
+    separate model under full tuning), then the mini-batch's forward with
+    gradients (batched_forward_pass :420-488: fp32 logits, log_softmax, the
+    return_logits cat) and trl's clipped policy and value loss (the entropy
+    of the logits is computed for the stats and dropped before backward).
+    The query and the response share the sequence (LlamaFactory's cutoff_len
+    for the query, max_new_tokens for the response)."""
+    seq, vocab = case["seq"], case["config"]["vocab_size"]
+    head = case["value_head"]
+    model.eval()
+    with torch.no_grad():
+        # generate: prefill (logits of the last position only), then decode. The
+        # tracer prefills all but the last DECODED response tokens with the query
+        # (the same KV cache and FLOPs; a decode step per token costs ~1 s of
+        # CPU under FakeTensorMode) and decodes those one by one.
+        prefilled = torch.randint(0, vocab, (rows, seq - DECODED))
+        out = model(input_ids=prefilled, use_cache=True, logits_to_keep=1)
+        cache, tokens = out.past_key_values, [prefilled, out.logits[:, -1].argmax(-1, keepdim=True)]
+        del out
+        for _ in range(DECODED - 1):
+            out = _Again(model)(input_ids=tokens[-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
+            tokens.append(out.logits[:, -1].argmax(-1, keepdim=True))
+            del out
+        del cache
+        ids = torch.cat(tokens, dim=1)
+        del tokens
+        # get_rewards: the reward model's value at the last token
+        if case["method"] in ADAPTERS:
+            model.set_adapter("reward")  # replace_model(target="reward")
+            _, rewards = _ValueHead(model, head)(input_ids=ids)
+            model.set_adapter("default")
+        else:
+            _, rewards = _ValueHead(case["reward_model"], case["reward_head"])(input_ids=ids)
+        rewards = rewards[:, -1].float()
+    model.train()
+    labels = ids[:, 1:]
+    with torch.no_grad():
+        logits, old_values = _ValueHead(model, head)(input_ids=ids)
+        old_logprobs = _logprobs_from_logits(logits[:, :-1], labels)
+        del logits
+        if case["method"] in ADAPTERS:
+            with model.disable_adapter():
+                logits, _ = _ValueHead(model, head)(input_ids=ids)
+        else:
+            logits, _ = _ValueHead(case["reference_model"], case["reward_head"])(input_ids=ids)
+        ref_logprobs = _logprobs_from_logits(logits[:, :-1], labels)
+        del logits
+        # compute_rewards (KL penalty) and compute_advantages: per-token rows
+        scores = -0.05 * (old_logprobs - ref_logprobs)
+        scores[:, -1] += rewards
+        values = old_values[:, :-1]
+        returns = scores + values
+        advantages = returns - values
+    logits, vpreds = _ValueHead(model, head)(input_ids=ids)
+    logprobs = _logprobs_from_logits(logits[:, :-1], labels)
+    logits = torch.cat([logits])[:, :-1]  # batched_forward_pass(return_logits=True)
+    vpreds = torch.cat([vpreds])[:, :-1]
+    # trl 0.9.6 PPOTrainer.loss
+    vpredclipped = torch.max(torch.min(vpreds, values + 0.2), values - 0.2)
+    vf_loss = 0.5 * torch.max((vpreds - returns) ** 2, (vpredclipped - returns) ** 2).mean()
+    ratio = torch.exp(logprobs - old_logprobs)
+    pg_loss = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 0.8, 1.2)).mean()
+    pd = torch.nn.functional.softmax(logits, dim=-1)  # entropy_from_logits, for the stats
+    entropy = (torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)).mean().detach()
+    del pd, entropy, logits
+    return pg_loss + 0.1 * vf_loss
+
+
 def task_loss(model, case, rows):
     """The loss as LlamaFactory's trainer for the task computes it."""
     task, vocab, seq = case["task"], case["config"]["vocab_size"], case["seq"]
+    if task == "ppo":
+        return ppo_loss(model, case, rows)
     if task in ("dpo", "orpo", "simpo"):
         rows *= 2  # chosen and rejected rows in one batch (dpo/trainer.py:237-239)
     ids = torch.randint(0, vocab, (rows, seq))
@@ -372,6 +482,38 @@ def task_loss(model, case, rows):
     return (1 - torch.sigmoid(0.1 * (logps - kl_logps.mean()))).mean()
 
 
+def ppo_models(model, case):
+    """The PPO stage's other models (train/ppo/workflow.py:50-52, trainer_utils.py
+    create_ref_model / create_reward_model at ff6d4d12). LoRA: no reference model
+    (trl disables the adapter), the reward model a second adapter of the policy
+    (reward_model_type lora: load_adapter(reward_model, "reward"), its value head
+    as two buffers). Full: a frozen bf16 reference with a value head, and a
+    frozen bf16 reward model (reward_model_type full: LoRA rewards need
+    finetuning_type lora); frozen models' fp32 parameters go to the compute
+    dtype (model/loader.py: not is_trainable)."""
+    hidden = case["config"]["hidden_size"]
+    if case["method"] in ADAPTERS:
+        from peft import LoraConfig
+        config = LoraConfig(r=case["lora_rank"], lora_alpha=2 * case["lora_rank"], lora_dropout=0.0,
+                            target_modules=LORA_TARGETS[case["lora_targets"]], task_type="CAUSAL_LM")
+        with same_device_moves_skipped():
+            model.add_adapter("reward", config)
+        for name, p in model.named_parameters():  # the reward adapter is frozen
+            if ".reward." in name:
+                p.requires_grad_(False)
+        model.register_buffer("reward_head_weight", torch.empty(1, hidden), persistent=False)
+        model.register_buffer("reward_head_bias", torch.empty(1), persistent=False)
+        return []
+    extra = []
+    for key in ("reference_model", "reward_model"):
+        other = build_model(case)
+        other.eval().requires_grad_(False)
+        case[key] = other
+        extra.append(other)
+    case["reward_head"] = torch.nn.Linear(hidden, 1, dtype=torch.bfloat16).requires_grad_(False)
+    return extra + [case["reward_head"]]
+
+
 def _device(snapshot):
     """The (fake) CPU device's figures: the device the model runs on."""
     return next((v for k, v in snapshot.items() if torch.device(k).type == "cpu"), {})
@@ -401,10 +543,12 @@ def trace(case):
         model = setup_method(model, case)
         model.train()
         extra = []
-        if case["task"] == "rm":
+        if case["task"] in ("rm", "ppo"):
             case["value_head"] = torch.nn.Linear(case["config"]["hidden_size"], 1, dtype=torch.float32)
             extra.append(case["value_head"])
-        if case["reference"] and case["method"] not in ADAPTERS:
+        if case["task"] == "ppo":
+            extra += ppo_models(model, case)
+        elif case["reference"] and case["method"] not in ADAPTERS:
             ref = build_model(case)
             ref.eval().requires_grad_(False)
             case["reference_model"] = ref
