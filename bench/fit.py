@@ -13,7 +13,8 @@ The procedure (rerun by `python -m bench`; `python -m bench.fit --write` writes 
    physical bounds (BOUNDS): projected coordinate descent on that convex quadratic, a
    fixed number of sweeps in a fixed order, so the result is the same on every machine.
 3. Memory. allocator_fraction scales the allocator's pool above the allocated peak: the
-   reserved level is allocated * (1 + f). It minimises the squared relative error over the
+   reserved level is allocated * (1 + f), or set-up's allocated peak * (1 + f) where set-up
+   peaks higher (the setup_reserve term). It minimises the squared relative error over the
    rows whose metric is reserved (closed form, then bounded).
 4. LOSO: for every source (the first token of a row id), the constants are refitted
    without its rows and its rows are predicted with them.
@@ -130,19 +131,23 @@ def predict_speed(row: dict, committed: dict, constants: dict) -> float | None:
 
 # ---- memory ------------------------------------------------------------------------
 
-def _split_reserved(row: dict, committed: dict) -> tuple[float, float, float]:
-    """(allocated, other terms above it, the device-only terms) of the row, without the
-    allocator's pool and without the error band."""
-    levels, cache = row["levels"], row["breakdown"].get("allocator_cache", 0.0)
-    band = row["breakdown"].get("error_band", 0.0)
-    above = levels["reserved"] - levels["allocated"] - cache
+def _split_reserved(row: dict, committed: dict) -> tuple[float, float, float, float]:
+    """(allocated, other terms above it, the device-only terms, the allocated peak the
+    allocator's pool scales) of the row, without the allocator's pool and without the error
+    band. The pool scales the larger of training's allocated peak and set-up's (the
+    framework's setup_reserve term is (1 + f) * max(0, set-up peak - allocated))."""
+    levels, breakdown = row["levels"], row["breakdown"]
+    cache, band = breakdown.get("allocator_cache", 0.0), breakdown.get("error_band", 0.0)
+    setup = breakdown.get("setup_reserve", 0.0)
+    above = levels["reserved"] - levels["allocated"] - cache - setup
     device_only = levels["device"] - levels["reserved"] - band
-    return levels["allocated"], above, device_only
+    peak = levels["allocated"] + setup / (1 + committed["allocator_fraction"])
+    return levels["allocated"], above, device_only, peak
 
 
 def predict_memory(row: dict, committed: dict, fraction: float, level: str | None = None) -> float:
-    allocated, above, device_only = _split_reserved(row, committed)
-    reserved = allocated * (1 + fraction) + above
+    allocated, above, device_only, peak = _split_reserved(row, committed)
+    reserved = peak * (1 + fraction) + above
     value = {"allocated": allocated, "reserved": reserved,
              "device": reserved + device_only}[level or row["level"]]
     return value
@@ -154,10 +159,10 @@ def fit_allocator(rows: list[dict], committed: dict) -> float:
         if r["metric"] not in ("reserved", "reserved-p99") or not r["measured"] \
                 or r["length_unknown"]:
             continue
-        allocated, above, _ = _split_reserved(r, committed)
+        _, above, _, peak = _split_reserved(r, committed)
         m = r["measured"]
-        num += allocated * (m - allocated - above) / m ** 2
-        den += allocated ** 2 / m ** 2
+        num += peak * (m - peak - above) / m ** 2
+        den += peak ** 2 / m ** 2
     low, high = ALLOCATOR_BOUNDS
     return _round(min(high, max(low, num / den))) if den else committed["allocator_fraction"]
 

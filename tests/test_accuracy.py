@@ -258,3 +258,22 @@ def test_kbsolve_beats_both_public_baselines(summary):
     figures = summary["all"]
     assert figures["predicted"]["mape_pct"] < figures["deepspeed"]["mape_pct"] / 3
     assert figures["predicted"]["mape_pct"] < figures["accelerate"]["mape_pct"] / 10
+
+
+def test_set_up_peak_sets_the_reserved_level_where_it_passes_training():
+    """A row whose set-up (quantization at load) peaks at 14 GiB allocated over training's
+    10: the framework's setup_reserve term is (1 + f) * (14 - 10); the fit predicts the
+    reserved level as the larger peak times the pool under any fraction, and fits the pool
+    on that peak."""
+    from bench import fit
+    committed = {"allocator_fraction": 0.05}
+    row = dict(_memory_row("tt", "qlora", 14.0 * 1.1),
+               levels={"allocated": 10.0, "reserved": 10.0 * 1.05 + 1.05 * 4.0,
+                       "device": 10.0 * 1.05 + 1.05 * 4.0},
+               breakdown={"allocator_cache": 0.5, "setup_reserve": 1.05 * 4.0})
+    assert fit.predict_memory(row, committed, 0.05) == pytest.approx(14.0 * 1.05)
+    assert fit.predict_memory(row, committed, 0.1) == pytest.approx(14.0 * 1.1)
+    assert fit.predict_memory(row, committed, 0.1, "allocated") == 10.0
+    assert fit.fit_allocator([row], committed) == pytest.approx(0.1)
+    plain = _memory_row("p", "lora", 11.0)  # no set-up term: the pool scales training's peak
+    assert fit.predict_memory(plain, committed, 0.1) == pytest.approx(11.0)
