@@ -139,7 +139,7 @@ def _jsonable(value: Any) -> Any:
 def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = None,
           solver: str = "z3"):
     """The fastest plan that fits, explained; `query` is a Query or a dict of its fields."""
-    from kbsolve.solver.query import Query
+    from kbsolve.program.query import Query
     from kbsolve.solver.run import plan
     knowledge = kb or load_kb(packs)
     return plan(knowledge, query if isinstance(query, Query) else Query(**query), solver)
@@ -148,7 +148,7 @@ def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = N
 def estimate(query, config: dict[str, str] | None = None, kb: KnowledgeBase | None = None, *,
              packs: list[str] | None = None):
     """Memory and speed of one configuration; unset options take their defaults."""
-    from kbsolve.solver.query import Query
+    from kbsolve.program.query import Query
     from kbsolve.solver.run import estimate as run_estimate
     knowledge = kb or load_kb(packs)
     return run_estimate(knowledge, query if isinstance(query, Query) else Query(**query),

@@ -192,7 +192,7 @@ def _unbound_shape(kb: KnowledgeBase, framework: str, user: dict[str, Any],
     trainer) is the vocabulary's value, as the planner takes it: the framework has
     no way to change it. Shape facts an option sets stay the config's, or unknown."""
     from kbsolve.catalog.schema import query_facts
-    from kbsolve.solver.query import _SHAPE_FLAGS
+    from kbsolve.program.query import _SHAPE_FLAGS
     bound = {path.split(".", 1)[1] for path in fact_options(kb, framework, user)}
     defaults = query_facts({}, kb.vocabulary)
     for name in _SHAPE_FLAGS:

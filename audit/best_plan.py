@@ -11,7 +11,7 @@ from kbsolve.audit.model import BestPlan, PlanChange
 from kbsolve.diagnostics import KbError
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem
-from kbsolve.solver.query import Query
+from kbsolve.program.query import Query
 from kbsolve.solver.run import plan
 
 

@@ -219,7 +219,7 @@ def check(kb, fields: dict, plan, folder: Path, emit: bool = True) -> list[str]:
     """What in one plan's files (emitted into `folder`, unless `emit` is false: read as
     they are) is not the plan; an empty list: nothing."""
     from kbsolve import api
-    from kbsolve.solver.query import Query, resolve
+    from kbsolve.program.query import Query, resolve
     from kbsolve.solver.report import option_key
     if emit:
         api.emit(plan, str(folder), kb)

@@ -11,7 +11,7 @@ from kbsolve.program.metrics import full_assignment
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.solver.prove import feasibility
 from kbsolve.solver.search import Search
-from kbsolve.solver.query import Query, resolve
+from kbsolve.program.query import Query, resolve
 from kbsolve.solver.report import plain
 
 

@@ -18,7 +18,7 @@ from kbsolve.solver.guard import deadline
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.program.consent import consent_detail
 from kbsolve.solver.plan import Alternative, Estimate, Fix, Plan, Reason
-from kbsolve.solver.query import Query, Resolved, resolve, route_pins
+from kbsolve.program.query import Query, Resolved, resolve, route_pins
 
 
 def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
