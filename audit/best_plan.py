@@ -7,7 +7,7 @@ from fractions import Fraction
 
 from kbsolve.audit.assess import Context, needs
 from kbsolve.audit.judge import shown_change
-from kbsolve.audit.model import BestPlan, PlanChange
+from kbsolve.results.audit import BestPlan, PlanChange
 from kbsolve.diagnostics import KbError
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem

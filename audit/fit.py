@@ -8,7 +8,7 @@ from math import prod
 
 from kbsolve.audit.assess import Context, facts_needed, options_needed
 from kbsolve.audit.mapping import plain
-from kbsolve.audit.model import Fit, MemoryTerm
+from kbsolve.results.audit import Fit, MemoryTerm
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import FactRef, facts_used, options_used
 from kbsolve.program.metrics import measure

@@ -17,7 +17,7 @@ from kbsolve.program.recipe import settle
 from kbsolve.solver.guard import deadline
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.program.consent import consent_detail
-from kbsolve.solver.plan import Alternative, Estimate, Fix, Plan, Reason
+from kbsolve.results.plan import Alternative, Estimate, Fix, Plan, Reason
 from kbsolve.program.query import Query, Resolved, resolve, route_pins
 
 
