@@ -12,7 +12,7 @@ from kbsolve.diagnostics import KbError
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem
 from kbsolve.program.query import Query
-from kbsolve.solver.run import plan
+from kbsolve.plan.run import plan
 
 
 def plan_query(hardware, flags, model, model_source: str) -> dict:

@@ -80,17 +80,21 @@ ARCHITECTURE: dict[str, set[str]] = {
     "catalog": {"dsl", "diagnostics", "version"},
     # the linked program: facts, evaluation, tables, a query's problem
     "program": {"catalog", "dsl", "diagnostics", "roles"},
-    # the search and the plan built from its outcome
-    "solver": {"results", "program", "catalog", "dsl", "diagnostics", "roles"},
-    # the audit and the linter use the program (and the search: best plans, fixes, KB tests);
-    # neither imports the other
-    "audit": {"results", "solver", "program", "catalog", "dsl", "diagnostics", "roles"},
-    "lint": {"results", "solver", "program", "catalog", "dsl", "diagnostics", "roles"},
+    # the search: branch and bound, Z3 proofs, cores, fixes
+    "solver": {"results", "program", "dsl", "diagnostics"},
+    # the plan built from a search's outcome: orchestration, sections, explanations,
+    # alternatives, emission
+    "plan": {"solver", "results", "program", "dsl", "diagnostics", "roles"},
+    # the audit and the linter use the program and the plan (best plans, fixes, KB tests;
+    # the linter's deep check and KB test runner also the search); neither imports the other
+    "audit": {"plan", "results", "program", "catalog", "dsl", "diagnostics", "roles"},
+    "lint": {"plan", "results", "solver", "program", "catalog", "dsl", "diagnostics",
+             "roles"},
     # every result as text: the results' data models only (test_render_reads_data_models_only)
     "render": {"results", "diagnostics"},
     # the one door
-    "api": {"render", "audit", "lint", "solver", "results", "program", "catalog", "dsl",
-            "diagnostics", "diagnostic_codes"},
+    "api": {"render", "audit", "lint", "plan", "solver", "results", "program", "catalog",
+            "dsl", "diagnostics", "diagnostic_codes"},
     # the front ends: the CLI imports only the api and render, and starts the other front
     # end (`kbsolve mcp`, `kbsolve skill`); the MCP server reads the api and the data models
     # its tools' schemas name
@@ -284,9 +288,10 @@ def test_help_imports_no_heavy_library(argv, tmp_path):
     assert last[:3] == ["exit", "0", "loaded"], done.stdout
     loaded = last[3:]
     assert not [m for m in loaded if m.split(".")[0] in HEAVY], loaded
-    # nor the layers that pull them in: the DSL, the solver, the audit, the linter
-    assert not [m for m in loaded if under(m, "kbsolve.dsl", "kbsolve.solver", "kbsolve.audit",
-                                           "kbsolve.lint", "kbsolve.catalog")], loaded
+    # nor the layers that pull them in: the DSL, the search, the plan, the audit, the linter
+    assert not [m for m in loaded if under(m, "kbsolve.dsl", "kbsolve.solver", "kbsolve.plan",
+                                           "kbsolve.audit", "kbsolve.lint",
+                                           "kbsolve.catalog")], loaded
 
 
 def test_python_dash_m_kbsolve_runs(tmp_path):

@@ -16,7 +16,7 @@ from kbsolve.api import KbError, estimate
 from kbsolve.dsl import ir
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.program.problem import fact_binding
-from kbsolve.solver.emit import file_contents
+from kbsolve.plan.emit import file_contents
 from kbsolve.program.query import Query, _shape_option, resolve
 from plans import shipped_kb
 

@@ -12,7 +12,7 @@ from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.solver.prove import feasibility
 from kbsolve.solver.search import Search
 from kbsolve.program.query import Query, resolve
-from kbsolve.solver.report import plain
+from kbsolve.plan.report import plain
 
 
 

@@ -24,7 +24,7 @@ from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.guard import expired
 from kbsolve.results.plan import Choice, Reason
-from kbsolve.solver.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
+from kbsolve.plan.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
                                    reason)
 
 if TYPE_CHECKING:
