@@ -139,8 +139,8 @@ def _jsonable(value: Any) -> Any:
 def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = None,
           solver: str = "z3"):
     """The fastest plan that fits, explained; `query` is a Query or a dict of its fields."""
-    from kbsolve.solver.query import Query
-    from kbsolve.solver.run import plan
+    from kbsolve.program.query import Query
+    from kbsolve.plan.run import plan
     knowledge = kb or load_kb(packs)
     return plan(knowledge, query if isinstance(query, Query) else Query(**query), solver)
 
@@ -148,8 +148,8 @@ def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = N
 def estimate(query, config: dict[str, str] | None = None, kb: KnowledgeBase | None = None, *,
              packs: list[str] | None = None):
     """Memory and speed of one configuration; unset options take their defaults."""
-    from kbsolve.solver.query import Query
-    from kbsolve.solver.run import estimate as run_estimate
+    from kbsolve.program.query import Query
+    from kbsolve.plan.run import estimate as run_estimate
     knowledge = kb or load_kb(packs)
     return run_estimate(knowledge, query if isinstance(query, Query) else Query(**query),
                         config or {})
@@ -165,8 +165,8 @@ def emit_files(plan, directory: str, kb: KnowledgeBase | None = None, *,
                packs: list[str] | None = None, force: bool = False):
     """Write the framework's files for a plan into a folder that holds nothing else
     (unless `force`); returns the paths written and the stale ones of an earlier
-    emit removed (solver/emit_folder.py)."""
-    from kbsolve.solver.emit import write_files
+    emit removed (plan/emit_folder.py)."""
+    from kbsolve.plan.emit import write_files
     if plan.status not in EMITTABLE or not plan.config:
         raise KbError(Diagnostic(f"--emit {directory}: the plan is {plan.status}, nothing to "
                                  f"write"))
@@ -175,18 +175,18 @@ def emit_files(plan, directory: str, kb: KnowledgeBase | None = None, *,
 
 def check_emit_folder(directory: str, force: bool = False) -> None:
     """Refuse, before any work, a folder holding files `--emit` did not write."""
-    from kbsolve.solver.emit_folder import check_folder
+    from kbsolve.plan.emit_folder import check_folder
     check_folder(directory, force)
 
 
 def run_kb_tests(packs: list[str] | None = None, select: str | None = None):
     """Run the DSL tests of the shipped KB and packs."""
-    from kbsolve.solver.kbtest import run_tests
+    from kbsolve.lint.kbtest import run_tests
     return run_tests(load_kb(packs), select)
 
 
 def test_coverage(packs: list[str] | None = None) -> dict[str, list[str]]:
-    from kbsolve.solver.kbtest import coverage
+    from kbsolve.lint.kbtest import coverage
     return coverage(load_kb(packs))
 
 

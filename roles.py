@@ -39,37 +39,37 @@ ROLES: tuple[Role, ...] = (
     Role("batch_geometry", "let", "the global batch a configuration makes (micro-batch x "
          "accumulation x data-parallel ranks): the plan's batch line, the audit's "
          "batch-keeping changes", needs=("global_batch", "default_global_batch"),
-         used_in=("program/batch.py", "solver/report.py", "audit/recommend.py",
+         used_in=("program/batch.py", "plan/report.py", "audit/recommend.py",
                   "bench/recipe.py")),
     Role("global_batch", "let", "the recipe's global batch (the query's, else the default) "
          "that a rule holds equal to batch_geometry", needs=("batch_geometry",),
-         used_in=("solver/report.py", "solver/run.py", "bench/recipe.py")),
+         used_in=("plan/report.py", "plan/run.py", "bench/recipe.py")),
     Role("default_global_batch", "let", "the framework's default global batch, cited as "
-         "the batch's origin", used_in=("solver/report.py",)),
+         "the batch's origin", used_in=("plan/report.py",)),
     Role("params", "let", "the model's parameter count the plan shows among the model's "
-         "facts", core=True, used_in=("solver/run.py",)),
+         "facts", core=True, used_in=("plan/run.py",)),
     Role("active_params", "let", "the parameters active per token (MoE) the plan shows",
-         core=True, used_in=("solver/run.py",)),
+         core=True, used_in=("plan/run.py",)),
     Role("tokens", "work", "the work term whose rate the plan reports as tokens per second",
-         used_in=("solver/report.py",)),
+         used_in=("plan/report.py",)),
     Role("samples", "work", "the work term whose rate the plan reports as samples per "
-         "second", used_in=("solver/report.py",)),
+         "second", used_in=("plan/report.py",)),
     Role("error_band", "memory", "the GPU memory term that states the estimate's error "
-         "band (dsl.md 5.10)", used_in=("solver/report.py",)),
+         "band (dsl.md 5.10)", used_in=("plan/report.py",)),
     # the vocabulary's names the audit's consent reads
     Role("optin_groups", "enum", "the enum whose values name the optin groups --allow "
          "takes", core=True, used_in=("audit/consent.py",)),
     Role("recipe_group", "value", "the optin group a recipe change (batch, method) needs",
          core=True, used_in=("audit/symptom.py", "audit/fix_config.py")),
-    # the cluster shapes a hardware fix tries (solver/run.py)
+    # the cluster shapes a hardware fix tries (plan/run.py)
     Role("hardware_fix_multiples", "values", "multiples of the GPU count a hardware fix "
-         "tries, cheapest first", core=True, used_in=("solver/run.py",)),
+         "tries, cheapest first", core=True, used_in=("plan/run.py",)),
     Role("hardware_fix_max_gpus", "values", "the most GPUs a hardware fix proposes",
-         core=True, used_in=("solver/run.py",)),
+         core=True, used_in=("plan/run.py",)),
     Role("hardware_fix_gpus_per_node", "values", "GPUs per node once a hardware fix needs "
-         "more than one node", core=True, used_in=("solver/run.py",)),
+         "more than one node", core=True, used_in=("plan/run.py",)),
     Role("hardware_fix_bigger_gpus", "values", "how many bigger GPU types (same vendor) a "
-         "hardware fix tries", core=True, used_in=("solver/run.py",)),
+         "hardware fix tries", core=True, used_in=("plan/run.py",)),
     # the query shapes `kb check --deep` probes (lint/situations.py)
     Role("probe_nodes", "values", "node counts the deep check tries", core=True,
          used_in=("lint/situations.py",)),

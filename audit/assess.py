@@ -12,7 +12,7 @@ from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
-from kbsolve.program.facts import collect_facts
+from kbsolve.program.query import config_facts, host_budget
 
 
 class Undecided(Exception):
@@ -145,20 +145,18 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
                   host_ram: float | None = None) -> Context:
     """`host_ram`: --host-ram, GiB per node; without it host RAM is not judged (the
     planner's assumed node would be a guess about the user's machine)."""
-    query: dict[str, Any] = {"headroom_pct": kb.vocabulary.default("query.headroom_pct")}
-    if hardware.count:
-        query.update(num_gpus=hardware.count, nodes=hardware.nodes,
-                     gpus_per_node=hardware.per_node)
-    options = kb.options_of(framework)
-    for path, option in fact_options(kb, framework, user).items():
-        name = path.split(".", 1)[1]
-        if option.key in unread or name in query:
-            continue  # the hardware (which read the config's count already) wins
-        value = user.get(option.key, option.default)  # the config's value, or the default
+    tied = fact_options(kb, framework, user)
+    given: dict[str, Any] = {}  # query field -> the config's value (or its option's default)
+    for path, option in tied.items():
+        if option.key in unread:
+            continue
+        value = user.get(option.key, option.default)
         if value is not None:
-            query[name] = _whole(value)
-    _unbound_shape(kb, framework, user, query)
-    facts = collect_facts(kb, hardware.gpu, model, query)
+            given[path.split(".", 1)[1]] = _whole(value)
+    counts = (hardware.nodes, hardware.per_node) if hardware.count else None
+    facts = config_facts(kb, hardware.gpu, model, counts, given,
+                         {path.split(".", 1)[1] for path in tied})
+    options = kb.options_of(framework)
     context = Context(kb, framework, facts, {}, dict(user), unread=set(unread))
     derived = []  # `from` expressions that read other options: after the first pass
     for option in options:
@@ -181,23 +179,8 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
             else value
     _recipe_facts(context)
     if host_ram is not None:  # as the planner: per GPU process, after the host headroom
-        keep = 1 - Fraction(kb.vocabulary.default("query.host_headroom_pct"), 100)
-        context.host_budget = Fraction(str(host_ram)) * keep * 2**30 / (hardware.per_node or 1)
+        context.host_budget = host_budget(kb, Fraction(str(host_ram)), hardware.per_node or 1)
     return context
-
-
-def _unbound_shape(kb: KnowledgeBase, framework: str, user: dict[str, Any],
-                   query: dict[str, Any]) -> None:
-    """A training-shape fact no option of the framework sets (frames for an image
-    trainer) is the vocabulary's value, as the planner takes it: the framework has
-    no way to change it. Shape facts an option sets stay the config's, or unknown."""
-    from kbsolve.catalog.schema import query_facts
-    from kbsolve.solver.query import _SHAPE_FLAGS
-    bound = {path.split(".", 1)[1] for path in fact_options(kb, framework, user)}
-    defaults = query_facts({}, kb.vocabulary)
-    for name in _SHAPE_FLAGS:
-        if name not in query and name not in bound and defaults.get(name) is not None:
-            query[name] = defaults[name]
 
 
 def fact_options(kb: KnowledgeBase, framework: str, user: dict[str, Any]) -> dict:

@@ -7,12 +7,12 @@ from fractions import Fraction
 
 from kbsolve.audit.assess import Context, needs
 from kbsolve.audit.judge import shown_change
-from kbsolve.audit.model import BestPlan, PlanChange
+from kbsolve.results.audit import BestPlan, PlanChange
 from kbsolve.diagnostics import KbError
 from kbsolve.program.metrics import measure
 from kbsolve.program.problem import build_problem
-from kbsolve.solver.query import Query
-from kbsolve.solver.run import plan
+from kbsolve.program.query import Query
+from kbsolve.plan.run import plan
 
 
 def plan_query(hardware, flags, model, model_source: str) -> dict:

@@ -14,7 +14,7 @@ from kbsolve.audit.assess import Context, needs
 from kbsolve.audit.consent import needing_consent
 from kbsolve.diagnostics import KbError
 from kbsolve.program.metrics import Metrics, measure, memory_levels
-from kbsolve.solver.report import gib
+from kbsolve.plan.report import gib
 
 VISIBLE_BYTES = Fraction(2**20)  # a change under 1 MiB is not a change the report shows
 VISIBLE_TIME = Fraction(1, 2000)  # nor one under 0.05 % of the step

@@ -10,7 +10,7 @@ from kbsolve.audit.accepted_keys import accepted_keys
 from kbsolve.audit.versions import excludes
 from kbsolve.diagnostics import did_you_mean
 from kbsolve.audit.mapping import FlatFile, Reading, plain, written_value
-from kbsolve.audit.model import Finding
+from kbsolve.results.audit import Finding
 from kbsolve.dsl.ir import Op, OptionRef, facts_used, options_used
 from kbsolve.dsl.kb import KnowledgeBase
 

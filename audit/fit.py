@@ -8,11 +8,11 @@ from math import prod
 
 from kbsolve.audit.assess import Context, facts_needed, options_needed
 from kbsolve.audit.mapping import plain
-from kbsolve.audit.model import Fit, MemoryTerm
+from kbsolve.results.audit import Fit, MemoryTerm
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import FactRef, facts_used, options_used
 from kbsolve.program.metrics import measure
-from kbsolve.solver.report import band, gib
+from kbsolve.plan.report import band, gib
 
 UNREAD = ("a value the audit cannot read (one the KB does not model, a refused key or "
           "value, a file that is not there): ")

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kbsolve.audit.model import Change
+from kbsolve.results.audit import Change
 from kbsolve.diagnostics import Diagnostic, KbError
 
 

@@ -7,15 +7,12 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from kbsolve import roles
 from kbsolve.audit.assess import build_context
 from kbsolve.audit.consent import allowed_keys, check_allow
 from kbsolve.audit.fix import apply_changes
 from kbsolve.audit.audit_data import config_value, outside_fix_scope, reference_change
 from kbsolve.audit.mapping import plain, read_options
-from kbsolve.audit.model import AuditReport, Change, Fit, Written
 from kbsolve.audit.flags import Flags
 from kbsolve.audit.model_lookup import model_folders, model_for
 from kbsolve.audit.new_files import ground_paths
@@ -26,38 +23,8 @@ from kbsolve.audit.symptom import suggest
 from kbsolve.audit.walk import walk
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import KnowledgeBase
-
-
-class Suggested(BaseModel):
-    changes: dict[str, Any] = Field(description="config key -> new value")
-    device_gib: float
-    budget_gib: float
-    speed_delta_pct: float
-    saved_gib: float = Field(0.0, description="peak device memory saved; + is less")
-    reasons: list[str]
-    fits: bool = Field(True, description="the config fits after it (oom: it cures the OOM)")
-
-
-class NeedsAllow(BaseModel):
-    """A cure withheld because it changes what the user did not allow."""
-    changes: dict[str, Any] = Field(description="config key -> new value")
-    allow: str = Field(description="the optins (group) that --allow would name")
-    effect: str
-
-
-class FixResult(BaseModel):
-    config: str
-    symptom: str
-    framework: str
-    before: Fit
-    suggestions: list[Suggested] = Field(default_factory=list)
-    needs_allow: list[NeedsAllow] = Field(default_factory=list)
-    written: list[str] = Field(default_factory=list)
-    backup: str = Field("", description="the original's copy (.bak, .bak.1, ...)")
-    created: list[str] = Field(default_factory=list, description="new files beside it")
-    manual: list[str] = Field(default_factory=list, description="changes outside the config")
-    after: Fit | None = None
-    errors_after: list[str] = Field(default_factory=list)
+from kbsolve.results.audit import AuditReport, Change, Fit, Written
+from kbsolve.results.fix import FixResult, NeedsAllow, Suggested
 
 
 def fix_config(kb: KnowledgeBase, config: str, symptom: str, gpus: str | None,

@@ -1,5 +1,5 @@
 """What the user tells the audit beyond the project: --gpus and --gpu-spec, --model,
---host-ram; read as the planner reads them (solver/query.py), once per audit."""
+--host-ram; read as the planner reads them (program/query.py), once per audit."""
 
 from __future__ import annotations
 
@@ -35,6 +35,6 @@ class Flags:
         if self.fixed is not None:
             self.notes += self.fixed.notes
         if self.model:
-            from kbsolve.solver.query import model_of
+            from kbsolve.program.query import model_of
             self.forced = model_of(kb, self.model, self.notes)
         return self

@@ -41,7 +41,7 @@ def from_flags(kb, gpus: str | None, gpu_spec: str | None = None) -> Hardware | 
     --gpu-spec alone leaves the count to the config or the launch script."""
     if gpu_spec is None:
         return from_flag(kb, gpus) if gpus else None
-    from kbsolve.solver.query import gpus_of
+    from kbsolve.program.query import gpus_of
     notes: list[str] = []
     nodes, per_node, gpu = gpus_of(kb, gpus, gpu_spec, notes)
     return Hardware(gpu, nodes if gpus else 1, per_node if gpus else None,

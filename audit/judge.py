@@ -7,7 +7,7 @@ from kbsolve.audit.assess import Context, Undecided
 from kbsolve.audit.code_patterns import Uses, judge_code, parse_pattern
 from kbsolve.audit.audit_data import config_value
 from kbsolve.audit.mapping import plain
-from kbsolve.audit.model import CheckResult
+from kbsolve.results.audit import CheckResult
 from kbsolve.dsl.kb import Check, KnowledgeBase
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from kbsolve.audit.assess import Context
 from kbsolve.audit.audit_data import as_file, repository_file
-from kbsolve.audit.model import Change
+from kbsolve.results.audit import Change
 
 
 def ground_paths(ctx: Context, main_name: str, changes: list[Change], root: Path,

@@ -13,7 +13,7 @@ from kbsolve.audit.audit_data import audit_data, config_value, reference_change
 from kbsolve.audit.consent import describe, needing_consent
 from kbsolve.audit.effects import Estimator
 from kbsolve.audit.mapping import FlatFile, plain
-from kbsolve.audit.model import Change, CheckResult, Finding
+from kbsolve.results.audit import Change, CheckResult, Finding
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.ir import options_used
 from kbsolve.program.batch import geometry_of

@@ -16,7 +16,7 @@ from kbsolve.audit.flags import Flags
 from kbsolve.audit.hardware import Hardware, from_count, nvidia_smi
 from kbsolve.audit.judge import code_checks, config_checks, judge_code_unit, judge_config
 from kbsolve.audit.mapping import Reading, plain, read_options
-from kbsolve.audit.model import AuditReport, UnitReport
+from kbsolve.results.audit import AuditReport, UnitReport
 from kbsolve.audit.model_lookup import model_folders, model_for
 from kbsolve.audit.new_files import ground_paths
 from kbsolve.audit.read_launches import main_file

@@ -3,7 +3,7 @@ the category's points (the seeds' x/58 and x/49 tables)."""
 
 from __future__ import annotations
 
-from kbsolve.audit.model import CategoryScore, CheckResult
+from kbsolve.results.audit import CategoryScore, CheckResult
 from kbsolve.dsl.kb import KnowledgeBase
 
 SCORED = ("enabled", "not_applicable")

@@ -31,7 +31,7 @@ from kbsolve.audit.effects import Effect, Estimator
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.program.evaluate import Evaluator
-from kbsolve.solver.report import gib
+from kbsolve.plan.report import gib
 
 MAX_VALUES = 64
 PAIR_POOL = 16

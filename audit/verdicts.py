@@ -20,8 +20,8 @@ from kbsolve.audit.assess import Context
 from kbsolve.audit.audit_data import audit_data
 from kbsolve.audit.consent import describe, needing_consent
 from kbsolve.audit.effects import Effect, Estimator
-from kbsolve.audit.model import CheckResult
-from kbsolve.solver.report import gib
+from kbsolve.results.audit import CheckResult
+from kbsolve.plan.report import gib
 
 ORDER = ("P0", "P1", "P2")
 

@@ -219,8 +219,8 @@ def check(kb, fields: dict, plan, folder: Path, emit: bool = True) -> list[str]:
     """What in one plan's files (emitted into `folder`, unless `emit` is false: read as
     they are) is not the plan; an empty list: nothing."""
     from kbsolve import api
-    from kbsolve.solver.query import Query, resolve
-    from kbsolve.solver.report import option_key
+    from kbsolve.program.query import Query, resolve
+    from kbsolve.plan.report import option_key
     if emit:
         api.emit(plan, str(folder), kb)
     files = _read(folder)
@@ -265,7 +265,7 @@ def check(kb, fields: dict, plan, folder: Path, emit: bool = True) -> list[str]:
 
 
 def _plain(value):
-    from kbsolve.solver.report import plain
+    from kbsolve.plan.report import plain
     return plain(value)
 
 

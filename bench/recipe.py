@@ -45,7 +45,7 @@ def check(kb, fields: dict, plan) -> tuple[list[str], int | None]:
     """What is wrong with one plan (an empty list: nothing), and its global batch."""
     from kbsolve.program.consent import allowed, needs_consent
     from kbsolve.program.evaluate import options_read
-    from kbsolve.solver.query import Query, resolve
+    from kbsolve.program.query import Query, resolve
     if plan.status not in ("optimal", "feasible"):
         return [], None
     problem = resolve(kb, Query(**{**fields, "top": 0})).problem

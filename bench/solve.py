@@ -18,7 +18,7 @@ def versus_enumerator(cases: int = 40, sample: int = 1000, budget_s: float = 30.
     from kbsolve.solver.enumerate import enumerate_best
     from kbsolve.program.metrics import measure, sort_key
     from kbsolve.solver.optimize import solve
-    from kbsolve.solver.query import Query, resolve
+    from kbsolve.program.query import Query, resolve
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
     from test_solver_core import small_random_problem  # the same problems as the tests
     kb = api.load_kb()

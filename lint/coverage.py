@@ -1,6 +1,6 @@
 """`kb test --coverage`: which hard rules, warnings and checklist items a DSL
 test exercises. Rules and warnings count when a test names them
-(solver/kbtest.py); a checklist item also counts when a test pins every
+(lint/kbtest.py); a checklist item also counts when a test pins every
 setting it recommends and expects a plan (its advice is shown to be followable)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.solver.kbtest import coverage as named_coverage
+from kbsolve.lint.kbtest import coverage as named_coverage
 
 
 @dataclass

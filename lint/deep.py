@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbsolve.diagnostics import Diagnostic, Note
@@ -12,20 +11,7 @@ from kbsolve.dsl.load import pack_of
 from kbsolve.program.batch import batch_options
 from kbsolve.lint import sources, static
 from kbsolve.lint.solverchecks import Finding, check_framework
-
-
-@dataclass
-class DeepReport:
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    situations: dict[str, int] = field(default_factory=dict)
-    forbidden_values: int = 0
-    seconds: float = 0.0
-    silenced: int = 0  # warnings a pack's `silence` declaration hid
-
-    @property
-    def errors(self) -> list[Diagnostic]:
-        return [d for d in self.diagnostics if d.severity == "error"]
+from kbsolve.results.lint import DeepReport
 
 
 def deep_check(kb: KnowledgeBase, roots: list[Path],

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from kbsolve import api
 from kbsolve.diagnostics import did_you_mean
 from kbsolve.render import render
-from kbsolve.solver.plan import Alternative, Kind, Reason, Status
+from kbsolve.results.plan import Alternative, Kind, Reason, Status
 
 MOST_VALUES = 12  # values costed per option, nearest the plan's first
 

@@ -146,12 +146,12 @@ def _list(session: Session, a: args.ListArguments) -> Answer:
 
 
 def _plan_model():
-    from kbsolve.solver.plan import Plan
+    from kbsolve.results.plan import Plan
     return Plan
 
 
 def _estimate_model():
-    from kbsolve.solver.plan import Estimate
+    from kbsolve.results.plan import Estimate
     return Estimate
 
 
@@ -161,12 +161,12 @@ def _explain_model():
 
 
 def _audit_model():
-    from kbsolve.audit.model import AuditReport
+    from kbsolve.results.audit import AuditReport
     return AuditReport
 
 
 def _fix_model():
-    from kbsolve.audit.fix_config import FixResult
+    from kbsolve.results.fix import FixResult
     return FixResult
 
 

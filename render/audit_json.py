@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kbsolve.audit.model import AuditReport
+    from kbsolve.results.audit import AuditReport
 
 
 def as_json(report: AuditReport, lang: str = "en") -> str:

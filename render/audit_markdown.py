@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kbsolve.render.audit_words import advice, title, words
 
 if TYPE_CHECKING:
-    from kbsolve.audit.model import AuditReport, Change, Finding, UnitReport
+    from kbsolve.results.audit import AuditReport, Change, Finding, UnitReport
 
 
 def markdown(report: AuditReport, lang: str = "en") -> str:

@@ -8,7 +8,7 @@ from kbsolve.render.audit_markdown import fit_line, message, tip_line, yaml_text
 from kbsolve.render.audit_words import title, words
 
 if TYPE_CHECKING:
-    from kbsolve.audit.model import AuditReport
+    from kbsolve.results.audit import AuditReport
 
 
 def terminal(report: AuditReport, lang: str = "en") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kbsolve.audit.fix_config import FixResult
+    from kbsolve.results.fix import FixResult
 
 
 def as_json(result: FixResult) -> str:

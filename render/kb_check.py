@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from kbsolve.diagnostics import SourceCache
 
 if TYPE_CHECKING:
-    from kbsolve.lint.deep import DeepReport
+    from kbsolve.results.lint import DeepReport
 
 
 def summary(counts: dict[str, int]) -> str:

@@ -8,7 +8,7 @@ from typing import Callable
 import z3
 
 from kbsolve.solver.prove import CoreFinder, Model
-from kbsolve.solver.plan import Fix
+from kbsolve.results.plan import Fix
 from kbsolve.program.problem import Problem
 
 MAX_PIN_FIXES = 2

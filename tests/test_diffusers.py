@@ -16,7 +16,7 @@ import pytest
 
 from cli_helpers import run_in_process
 from kbsolve import api
-from kbsolve.solver.emit import file_contents
+from kbsolve.plan.emit import file_contents
 from plans import shipped_kb, solved
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diffusers"

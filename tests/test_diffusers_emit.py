@@ -8,7 +8,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.diagnostics import KbError
-from kbsolve.solver.emit import _flags, fill_launch
+from kbsolve.plan.emit import _flags, fill_launch
 from plans import shipped_kb
 
 

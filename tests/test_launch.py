@@ -27,7 +27,7 @@ from packaging.requirements import Requirement
 from kbsolve import api
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.kb import OutputFile
-from kbsolve.solver.emit import fill_launch
+from kbsolve.plan.emit import fill_launch
 from plans import shipped_kb, solved
 
 BASH = "/bin/bash"

@@ -69,6 +69,9 @@ ARCHITECTURE: dict[str, set[str]] = {
     "diagnostics": set(),
     "diagnostic_codes": set(),  # the registry of codes: data (docs/dsl.md's table)
     "roles": set(),  # the registry of roles Python reads through the KB (docs/dsl.md 5.20)
+    # the results as data (plan, estimate, audit report, fix, deep check): pydantic models
+    # and dataclasses that every layer above fills or reads; a leaf over the diagnostics
+    "results": {"diagnostics"},
     # text -> AST -> checked rules and the vocabulary: the language, which knows nothing of
     # the catalogs, the program, the search or anything above
     "dsl": {"diagnostics", "diagnostic_codes", "roles"},
@@ -77,22 +80,26 @@ ARCHITECTURE: dict[str, set[str]] = {
     "catalog": {"dsl", "diagnostics", "version"},
     # the linked program: facts, evaluation, tables, a query's problem
     "program": {"catalog", "dsl", "diagnostics", "roles"},
-    # the search and the plan built from its outcome
-    "solver": {"program", "catalog", "dsl", "diagnostics", "roles"},
-    # the audit and the linter use the program (and the search: best plans, fixes, KB tests);
-    # neither imports the other
-    "audit": {"solver", "program", "catalog", "dsl", "diagnostics", "roles"},
-    "lint": {"solver", "program", "catalog", "dsl", "diagnostics", "roles"},
-    # every result as text: data models only (test_render_reads_data_models_only)
-    "render": {"solver", "audit", "lint", "diagnostics"},
+    # the search: branch and bound, Z3 proofs, cores, fixes
+    "solver": {"results", "program", "dsl", "diagnostics"},
+    # the plan built from a search's outcome: orchestration, sections, explanations,
+    # alternatives, emission
+    "plan": {"solver", "results", "program", "dsl", "diagnostics", "roles"},
+    # the audit and the linter use the program and the plan (best plans, fixes, KB tests;
+    # the linter's deep check and KB test runner also the search); neither imports the other
+    "audit": {"plan", "results", "program", "catalog", "dsl", "diagnostics", "roles"},
+    "lint": {"plan", "results", "solver", "program", "catalog", "dsl", "diagnostics",
+             "roles"},
+    # every result as text: the results' data models only (test_render_reads_data_models_only)
+    "render": {"results", "diagnostics"},
     # the one door
-    "api": {"render", "audit", "lint", "solver", "program", "catalog", "dsl", "diagnostics",
-            "diagnostic_codes"},
+    "api": {"render", "audit", "lint", "plan", "solver", "results", "program", "catalog",
+            "dsl", "diagnostics", "diagnostic_codes"},
     # the front ends: the CLI imports only the api and render, and starts the other front
     # end (`kbsolve mcp`, `kbsolve skill`); the MCP server reads the api and the data models
     # its tools' schemas name
     "cli": {"api", "render", "mcp_server"},
-    "mcp_server": {"api", "render", "solver", "audit", "diagnostics"},
+    "mcp_server": {"api", "render", "results", "diagnostics"},
     "__main__": {"cli"},
     "kbsolve": {"api", "version"},
 }
@@ -211,10 +218,10 @@ def test_there_is_no_import_cycle_between_parts():
 
 def test_the_graph_sees_what_it_checks():
     """The walk finds a function-level import (api -> dsl), a typing-only one (render ->
-    audit); a forbidden arrow, once made, closes a cycle it reports."""
+    results); a forbidden arrow, once made, closes a cycle it reports."""
     graph = import_graph()
     assert ("api", "dsl") in graph and ("cli", "api") in graph
-    assert ("render", "audit") in graph
+    assert ("render", "results") in graph
     made = {**graph, ("dsl", "solver"): ("dsl/x.py:1: kbsolve.solver",)}
     assert any({"dsl", "catalog", "program", "solver"} <= set(c) for c in cycles(made))
     assert cycles({("a", "b"): (), ("b", "c"): (), ("c", "a"): (), ("c", "d"): ()}) == \
@@ -222,8 +229,7 @@ def test_the_graph_sees_what_it_checks():
 
 
 # what a renderer may import when it runs: itself, diagnostics, the data models
-RENDER_MAY_IMPORT = ("kbsolve.render", "kbsolve.diagnostics", "kbsolve.audit.model",
-                     "kbsolve.solver.plan")
+RENDER_MAY_IMPORT = ("kbsolve.render", "kbsolve.diagnostics", "kbsolve.results")
 
 
 def test_render_reads_data_models_only():
@@ -282,9 +288,10 @@ def test_help_imports_no_heavy_library(argv, tmp_path):
     assert last[:3] == ["exit", "0", "loaded"], done.stdout
     loaded = last[3:]
     assert not [m for m in loaded if m.split(".")[0] in HEAVY], loaded
-    # nor the layers that pull them in: the DSL, the solver, the audit, the linter
-    assert not [m for m in loaded if under(m, "kbsolve.dsl", "kbsolve.solver", "kbsolve.audit",
-                                           "kbsolve.lint", "kbsolve.catalog")], loaded
+    # nor the layers that pull them in: the DSL, the search, the plan, the audit, the linter
+    assert not [m for m in loaded if under(m, "kbsolve.dsl", "kbsolve.solver", "kbsolve.plan",
+                                           "kbsolve.audit", "kbsolve.lint",
+                                           "kbsolve.catalog")], loaded
 
 
 def test_python_dash_m_kbsolve_runs(tmp_path):

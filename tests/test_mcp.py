@@ -58,8 +58,8 @@ def cli(capsys, monkeypatch, server_cwd):
 
 
 def test_every_tool_is_listed_with_schemas_from_the_models(client):
-    from kbsolve.audit.model import AuditReport
-    from kbsolve.solver.plan import Estimate, Plan
+    from kbsolve.results.audit import AuditReport
+    from kbsolve.results.plan import Estimate, Plan
     tools = {tool.name: tool for tool in client.tools()}
     assert set(tools) == TOOLS
     assert tools["plan"].output_schema == Plan.model_json_schema()
@@ -305,8 +305,7 @@ def test_without_the_sdk_the_server_says_how_to_get_it(capsys, monkeypatch):
 
 
 SERVER_MAY_IMPORT = ("kbsolve.api", "kbsolve.render", "kbsolve.diagnostics",
-                     "kbsolve.mcp_server", "kbsolve.solver.plan", "kbsolve.audit.model",
-                     "kbsolve.audit.fix_config")  # the last three: the results' models
+                     "kbsolve.mcp_server", "kbsolve.results")  # the last: the results' models
 
 
 def test_the_server_is_a_front_end_over_the_api():

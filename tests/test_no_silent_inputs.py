@@ -16,8 +16,8 @@ from kbsolve.api import KbError, estimate
 from kbsolve.dsl import ir
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.program.problem import fact_binding
-from kbsolve.solver.emit import file_contents
-from kbsolve.solver.query import Query, _shape_option, resolve
+from kbsolve.plan.emit import file_contents
+from kbsolve.program.query import Query, _shape_option, resolve
 from plans import shipped_kb
 
 SITUATIONS = {"llamafactory": {"gpus": "2xA100", "model": "qwen2.5-7b"},

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from kbsolve import api
-from kbsolve.solver.kbtest import coverage, run_tests
+from kbsolve.lint.kbtest import coverage, run_tests
 from plans import shipped_kb, solved
 
 

@@ -11,8 +11,8 @@ from kbsolve import api
 from kbsolve.program.evaluate import options_read
 from kbsolve.program.recipe import follows_options, provenance
 from kbsolve.render import render
-from kbsolve.solver.emit import file_contents
-from kbsolve.solver.query import Query, resolve
+from kbsolve.plan.emit import file_contents
+from kbsolve.program.query import Query, resolve
 from plans import shipped_kb, solved
 from shared_data import shared_dir
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kbsolve.solver.plan import Estimate, Plan
+from kbsolve.results.plan import Estimate, Plan
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -14,4 +14,4 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 def test_published_schema_is_current(name, model):
     published = json.loads((DOCS / f"{name}.schema.json").read_text())
     assert published == model.model_json_schema(), \
-        f"regenerate docs/{name}.schema.json from kbsolve.solver.plan.{model.__name__}"
+        f"regenerate docs/{name}.schema.json from kbsolve.results.plan.{model.__name__}"

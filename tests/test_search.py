@@ -11,7 +11,7 @@ from kbsolve import api
 from kbsolve.program.metrics import sort_key
 from kbsolve.solver.optimize import solve
 from kbsolve.solver.prove import solve_z3
-from kbsolve.solver.query import Query, resolve
+from kbsolve.program.query import Query, resolve
 from kbsolve.solver.search import Search
 
 REAL = [

@@ -6,7 +6,7 @@ import pytest
 
 from kbsolve.api import load_kb
 from kbsolve.cli.main import main
-from kbsolve.solver.query import Query, resolve
+from kbsolve.program.query import Query, resolve
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from kbsolve.program.metrics import full_assignment
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.solver.prove import feasibility
 from kbsolve.solver.search import Search
-from kbsolve.solver.query import Query, resolve
-from kbsolve.solver.report import plain
+from kbsolve.program.query import Query, resolve
+from kbsolve.plan.report import plain
 
 
 

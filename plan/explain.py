@@ -23,8 +23,8 @@ from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.guard import expired
-from kbsolve.solver.plan import Choice, Reason
-from kbsolve.solver.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
+from kbsolve.results.plan import Choice, Reason
+from kbsolve.plan.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
                                    reason)
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import Any
 from kbsolve import roles
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.metrics import Metrics, memory_levels
-from kbsolve.solver.plan import Memory, MemoryBand, MemoryItem, PerGpu, Reason, Speed, Warning_
+from kbsolve.results.plan import Memory, MemoryBand, MemoryItem, PerGpu, Reason, Speed, Warning_
 from kbsolve.program.problem import Problem
 
 GIB = Fraction(2**30)
@@ -183,7 +183,7 @@ def global_batch(problem: Problem, assignment: dict[str, Any]):
     """The recipe's batch as the plan makes it: value, origin and factors (None
     where the framework declares no batch_geometry)."""
     from kbsolve.dsl import ir
-    from kbsolve.solver.plan import GlobalBatch
+    from kbsolve.results.plan import GlobalBatch
     kb, fw = problem.kb, problem.framework
     geometry, target = roles.let(kb, fw, "batch_geometry"), roles.let(kb, fw, "global_batch")
     if geometry is None or target is None:

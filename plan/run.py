@@ -7,18 +7,18 @@ from fractions import Fraction
 
 from kbsolve import roles
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.solver import report
-from kbsolve.solver.alternatives import DECIDING_KINDS, runner_ups
+from kbsolve.plan import report
+from kbsolve.plan.alternatives import DECIDING_KINDS, runner_ups
 from kbsolve.solver.enumerate import enumerate_best
-from kbsolve.solver.explain import Unexplained, explain, refused_on_memory
+from kbsolve.plan.explain import Unexplained, explain, refused_on_memory
 from kbsolve.program.facts import parse_gpus
 from kbsolve.program.metrics import full_assignment, measure
 from kbsolve.program.recipe import settle
 from kbsolve.solver.guard import deadline
 from kbsolve.solver.optimize import Outcome, solve
 from kbsolve.program.consent import consent_detail
-from kbsolve.solver.plan import Alternative, Estimate, Fix, Plan, Reason
-from kbsolve.solver.query import Query, Resolved, resolve, route_pins
+from kbsolve.results.plan import Alternative, Estimate, Fix, Plan, Reason
+from kbsolve.program.query import Query, Resolved, resolve, route_pins
 
 
 def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
@@ -98,7 +98,7 @@ def model_facts(problem, model) -> dict:
 
 
 def _launch(problem, assignment) -> str:
-    from kbsolve.solver.emit import fill_launch
+    from kbsolve.plan.emit import fill_launch
     framework = problem.kb.frameworks[problem.framework]
     for launch in framework.launches:
         if launch.condition is None or problem.evaluator.run(launch.condition, assignment):
@@ -214,7 +214,7 @@ def _bigger(kb: KnowledgeBase, resolved: Resolved):
 
 def _alternatives(problem, outcome: Outcome, query: Query, explanations,
                   met: list) -> list[Alternative]:
-    """The next best plans near the optimum (see solver/alternatives.py)."""
+    """The next best plans near the optimum (see plan/alternatives.py)."""
     deciding = [option.key for option, choice in zip(problem.options, explanations)
                 if choice.kind in DECIDING_KINDS]
     best = outcome.metrics

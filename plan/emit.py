@@ -28,9 +28,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import PLACEHOLDER, Framework, KnowledgeBase
-from kbsolve.solver.emit_folder import Emitted, write_folder
-from kbsolve.solver.query import Query, resolve
-from kbsolve.solver.report import option_key, plain
+from kbsolve.plan.emit_folder import Emitted, write_folder
+from kbsolve.program.query import Query, resolve
+from kbsolve.plan.report import option_key, plain
 
 FLAT_KINDS = ("params", "args", "requirements")  # keys are names, never dotted paths
 SHELL_KINDS = ("params", "env", "args", "script")  # in the order a script holds them

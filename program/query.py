@@ -109,8 +109,7 @@ def resolve(kb: KnowledgeBase, query: Query, consent: bool = True) -> Resolved:
                                         allowed(kb, framework, query.allow))
     host_ram = _host_ram(query, gpu, nodes, notes)
     if host_ram is not None:  # host terms are per GPU process, after the host headroom
-        keep = 1 - Fraction(kb.vocabulary.default("query.host_headroom_pct"), 100)
-        problem.host_budget_bytes = host_ram * keep * 2**30 / per_node
+        problem.host_budget_bytes = host_budget(kb, host_ram, per_node)
         share = f"{100 - kb.vocabulary.default('query.host_headroom_pct')}% of "
         problem.host_budget_source = share + (f"--host-ram {float(host_ram):g}"
                                               if query.host_ram is not None else
@@ -127,7 +126,7 @@ def route_pins(kb: KnowledgeBase, framework: str, query: Query, texts: list[str]
     flag that says otherwise, or a fact only --gpus sets, is exit 2 naming the flag.
     Returns the query fields so set and the --set texts left as pins."""
     nodes, per_node, _ = parse_gpus(query.gpus)
-    derived = {"num_gpus": nodes * per_node, "nodes": nodes, "gpus_per_node": per_node}
+    derived = gpu_count_facts(nodes, per_node)
     flags = {"seq_len": query.seq_len, "frames": query.frames,
              "inter_node_gbps": _network_gbps(kb, query)}
     if query.resolution is not None:
@@ -209,8 +208,7 @@ def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, mod
     """The query facts: the flags, else the model's training shape from the catalog
     (a field train_F gives the default of query field F; said in `notes`), else the
     vocabulary's defaults."""
-    values: dict[str, Any] = {"num_gpus": nodes * per_node, "nodes": nodes,
-                              "gpus_per_node": per_node}
+    values: dict[str, Any] = gpu_count_facts(nodes, per_node)
     if query.headroom is not None:
         values["headroom_pct"] = int(round(query.headroom * 100))
     if query.global_batch is not None:
@@ -235,6 +233,40 @@ def _query_facts(kb: KnowledgeBase, query: Query, nodes: int, per_node: int, mod
     if shape and notes is not None:
         notes.append(_shape_note(model, shape))
     return query_facts(values, kb.vocabulary)
+
+
+def gpu_count_facts(nodes: int, per_node: int) -> dict[str, Any]:
+    """The query facts the GPU count gives: --gpus's (a plan's), the audited
+    hardware's (an audit's)."""
+    return {"num_gpus": nodes * per_node, "nodes": nodes, "gpus_per_node": per_node}
+
+
+def host_budget(kb: KnowledgeBase, host_ram: Fraction, per_node: int) -> Fraction:
+    """Bytes of CPU RAM per GPU process from GiB per node: the node's RAM after the
+    KB's host headroom (query.host_headroom_pct), shared by its GPU processes."""
+    keep = 1 - Fraction(kb.vocabulary.default("query.host_headroom_pct"), 100)
+    return host_ram * keep * 2**30 / per_node
+
+
+def config_facts(kb: KnowledgeBase, gpu, model, counts: tuple[int, int] | None,
+                 given: dict[str, Any], bound: set[str]) -> dict[str, Any]:
+    """The facts of an audited config's query (the audit's, `fix`'s): the KB's
+    headroom, the hardware's GPU counts when known (`counts`: nodes, GPUs per
+    node), the query fields the config's own options give (`given`; the hardware
+    wins), and each training-shape field no option of the framework sets (`bound`
+    lists those an option sets) at the vocabulary's value, as a plan takes it: the
+    framework has no way to change it. Unlike a plan's query, every other query
+    fact stays unknown: the audit says undecided rather than assume."""
+    values: dict[str, Any] = {"headroom_pct": kb.vocabulary.default("query.headroom_pct")}
+    if counts is not None:
+        values.update(gpu_count_facts(*counts))
+    for name, value in given.items():
+        values.setdefault(name, value)
+    defaults = query_facts({}, kb.vocabulary)
+    for name in _SHAPE_FLAGS:
+        if name not in values and name not in bound and defaults.get(name) is not None:
+            values[name] = defaults[name]
+    return collect_facts(kb, gpu, model, values)
 
 
 _SHAPE_FLAGS = {"seq_len": "--seq-len", "frames": "--frames", "height": "--resolution",
