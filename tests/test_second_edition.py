@@ -196,3 +196,25 @@ def test_traits_and_includes_sit_where_they_belong(tmp_path, monkeypatch):
         "b.kb": "module pk.b\ninclude t\ntrait u {\n  field gpu.z: int = 1 " + R + "}\n"})
     assert [(f, line, code) for f, line, _, code, _ in _where(error)] == [
         ("a.kb", 2, "needs-core"), ("b.kb", 2, "needs-framework"), ("b.kb", 4, "in-trait")]
+
+
+def test_an_include_checks_to_the_same_kb_as_the_text_written_in_place(tmp_path):
+    """The instance is the declaration written at the include: same emits, in the same
+    order among the framework's own, as the copy-pasted first edition."""
+    own = ('emit params "AFTER_X" = 1 {\n  because "mine"\n'
+           '  source "pytorch:torch/distributed/run.py"\n}\n')
+    body = TRAIT[TRAIT.index("trait multi {") + len("trait multi {"):TRAIT.rindex("}")]
+    variants = {"included": (TRAIT, "include multi\n"), "inline": ("module pk.traits\n", body)}
+    found = {}
+    for name, (traits, middle) in variants.items():
+        pack = tmp_path / name
+        pack.mkdir()
+        (pack / "traits.kb").write_text(traits, encoding="utf-8")
+        (pack / "pt.kb").write_text("module pk.pt for pytorch\n" + middle + own,
+                                    encoding="utf-8")
+        kb = api.load_kb([str(pack)], use_cache=False)
+        found[name] = [(e.framework, e.target, e.key, e.value, e.when, e.meta.doc,
+                        e.meta.because, e.meta.source, e.meta.module) for e in kb.emits]
+    assert found["included"] == found["inline"]
+    assert [row[2] for row in found["included"] if row[0] == "pytorch"][-3:] == \
+        ["NODES_X", "PORT_X", "AFTER_X"]

@@ -49,3 +49,15 @@ def test_the_reference_shows_the_shipped_trait():
     blocks = re.findall(r"```kb shipped\n(.*?)```", section, re.S)
     shipped = (root / "kb" / "core" / "traits.kb").read_text(encoding="utf-8")
     assert blocks and all(body.strip() in shipped for body in blocks)
+
+
+def test_the_trait_keeps_run_sh_parameters_in_their_order():
+    """run.sh's parameters follow the declarations' order: the include sits where the
+    copies were, so the scripts are written as before."""
+    kb = api.load_kb(use_cache=False)
+    keys = {fw: [e.key for e in kb.emits if e.framework == fw and e.target == "params"]
+            for fw in ("pytorch", "torchtitan")}
+    assert keys["pytorch"] == ["NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
+                               "NPROC_PER_NODE"]
+    assert keys["torchtitan"] == ["NPROC_PER_NODE", "NNODES", "NODE_RANK", "MASTER_ADDR",
+                                  "MASTER_PORT", "DATA_DIR", "AUTOENCODER", "DATA_VERSION"]
