@@ -256,7 +256,7 @@ CODES: tuple[Code, ...] = (
          ("lint/static.py",)),
     Code("split-fact", WARNING, _DEEP,
          "a fact declared apart from its field in the same pack (the first edition's form)",
-         "`fact gpu.vendor repeats field gpu.vendor of the same pack; write `fact` in the "
+         "`fact gpu.vendor repeats field gpu.vendor of the same pack; write 'fact' in the "
          "field's body` (help: kbsolve kb fmt does it)", ("lint/deep.py",)),
     Code("no-emit", WARNING, _DEEP, "an option never written to any output",
          "`option 'foo' of llamafactory is never written to any output`",

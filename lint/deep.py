@@ -89,7 +89,7 @@ def split_facts(kb: KnowledgeBase, roots: list[Path]) -> list[Diagnostic]:
             continue
         if pack_of(fact.meta.span.file, roots) == pack_of(spec.meta.span.file, roots):
             found.append(Diagnostic(
-                f"fact {path} repeats field {path} of the same pack; write `fact` in the "
+                f"fact {path} repeats field {path} of the same pack; write 'fact' in the "
                 f"field's body", fact.meta.span, severity="warning", code="split-fact",
                 notes=(Note("the field is declared here", spec.meta.span),),
                 hint="kbsolve kb fmt does it"))

@@ -99,7 +99,7 @@ def test_split_fact_warns_in_the_same_pack_only(tmp_path):
     found = split_facts(kb, kb_roots([str(pack)]))
     assert [(d.code, d.severity, d.span.line, d.message) for d in found] == [
         ("split-fact", "warning", 3, "fact gpu.sram_mb repeats field gpu.sram_mb of the same "
-                                     "pack; write `fact` in the field's body")]
+                                     "pack; write 'fact' in the field's body")]
     assert "gpu.fp32_tflops" in kb.facts  # a shipped field a pack lets rules read: no warning
 
 
