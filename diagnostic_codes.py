@@ -89,11 +89,23 @@ CODES: tuple[Code, ...] = (
          "`let 'lora_rank' clashes with option 'lora_rank'`; `def 'f' has two parameters named "
          "'x'`; `module 'core.facts' is imported twice`; `'bf16' in output 'main' is written "
          "by two options`; `alias 'bf16' of option 'o13' is itself an option`; `enum value "
-         "'a' is listed twice`", ("dsl/check.py", "dsl/symbols.py", "dsl/vocab.py")),
-    Code("needs-framework", ERROR, _NAMES, "a framework declaration in a core module",
-         "`a rule must be declared in a framework module`", ("dsl/symbols.py",)),
-    Code("needs-core", ERROR, _NAMES, "a vocabulary declaration in a framework module",
-         "`a field must be declared in a core module (no 'for')`", ("dsl/vocab.py",)),
+         "'a' is listed twice`; `trait 'torchrun_multinode' is already defined`",
+         ("dsl/check.py", "dsl/symbols.py", "dsl/traits.py", "dsl/vocab.py")),
+    Code("needs-framework", ERROR, _NAMES,
+         "a framework declaration, or an include, in a core module",
+         "`a rule must be declared in a framework module`; `an include must sit in a "
+         "framework module`", ("dsl/symbols.py", "dsl/traits.py")),
+    Code("needs-core", ERROR, _NAMES,
+         "a vocabulary declaration, or a trait, in a framework module",
+         "`a field must be declared in a core module (no 'for')`; `a trait must be declared "
+         "in a core module (no 'for')`", ("dsl/traits.py", "dsl/vocab.py")),
+    Code("unknown-trait", ERROR, _NAMES, "an include of a trait no module declares",
+         "`unknown trait 'torchrun_multinod'; did you mean 'torchrun_multinode'?`",
+         ("dsl/traits.py",)),
+    Code("include-cycle", ERROR, _NAMES, "traits that include each other in a circle",
+         "`traits include each other in a circle: a -> b -> a`", ("dsl/traits.py",)),
+    Code("in-trait", ERROR, _NAMES, "a declaration a trait cannot hold",
+         "`a field cannot be declared in a trait`", ("dsl/traits.py",)),
     Code("unknown-framework", ERROR, _NAMES, "a framework no module declares",
          "`unknown framework 'lamafactory'; did you mean 'llamafactory'?`",
          ("dsl/symbols.py",)),
@@ -242,6 +254,10 @@ CODES: tuple[Code, ...] = (
     Code("unused", WARNING, _DEEP, "a let or def that nothing reads",
          "`let 'x' is defined but never used`; `def 'f' is defined but never called`",
          ("lint/static.py",)),
+    Code("split-fact", WARNING, _DEEP,
+         "a fact declared apart from its field in the same pack (the first edition's form)",
+         "`fact gpu.vendor repeats field gpu.vendor of the same pack; write 'fact' in the "
+         "field's body` (help: kbsolve kb fmt does it)", ("lint/deep.py",)),
     Code("no-emit", WARNING, _DEEP, "an option never written to any output",
          "`option 'foo' of llamafactory is never written to any output`",
          ("lint/static.py",)),

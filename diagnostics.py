@@ -29,6 +29,10 @@ class Span:
     col: int = 0
     end_line: int = 0
     end_col: int = 0
+    # A span of a trait's declaration instantiated for a framework: the `include`s
+    # that brought it there, outermost first (docs/dsl.md, traits). Not part of
+    # the place: two instances of one declaration sit at the same span.
+    via: tuple["Span", ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
         if self.line <= 0:
@@ -58,9 +62,13 @@ class Diagnostic:
     def render(self, sources: "SourceCache | None" = None) -> str:
         lines = [self.headline()]
         lines += _excerpt(self.span, sources)
+        for include in reversed(self.span.via if self.span else ()):
+            lines.append(f"{include}: note: included from here")
         for note in self.notes:
             where = f"{note.span}: " if note.span else ""
             lines.append(f"{where}note: {note.message}")
+            for include in reversed(note.span.via if note.span else ()):
+                lines.append(f"{include}: note: included from here")
         if self.hint:
             lines.append(f"  help: {self.hint}")
         return "\n".join(lines)

@@ -175,6 +175,7 @@ class Decl:
     key: str = ""  # emit key, fact or field name
     titles: tuple[str, ...] = ()  # category/check titles (en, zh)
     values: tuple = ()  # a role's list of numbers (`role NAME = [1, 2]`)
+    decls: tuple["Decl", ...] = ()  # a trait's declarations
 
     def clauses_of(self, kind: str) -> tuple[Clause, ...]:
         return tuple(c for c in self.clauses if c.kind == kind)

@@ -20,6 +20,7 @@ from kbsolve.dsl import ast, clauses, ir, kb
 from kbsolve.dsl.code_pattern import pattern_problem
 from kbsolve.dsl.resolve import BUILTINS, ERROR, Context, Resolver, Symbols
 from kbsolve.dsl.symbols import Entry, Tables, collect
+from kbsolve.dsl.traits import expand as expand_traits
 from kbsolve.dsl.types import BOOL, INT, NONE, NUM, STR, UNITS, Type, dim_name
 from kbsolve.dsl.types import show_value as _show
 from kbsolve.dsl.vocab import BOOKKEEPING, Field, Vocabulary
@@ -38,6 +39,7 @@ def check(modules: list[ast.Module], sink: DiagnosticSink, *, partial: bool = Fa
     if vocabulary is None:
         from kbsolve.dsl.vocab import build
         vocabulary = build(modules, sink)
+    modules = expand_traits(modules, sink)
     try:
         with deep_recursion():
             return _Checker(modules, sink, extra_given, partial, vocabulary).run()
@@ -154,6 +156,8 @@ class _Checker:
                                     code="unknown-fact")
                 continue
             spec = self.vocab.field(prefix, field)
+            if spec is None and decl.kind == "field":
+                continue  # the field itself is broken, and said so
             if spec is None or field in BOOKKEEPING or spec.fact_type is None:
                 if spec is not None and spec.kind == "list":
                     self.sink.error(f"the {prefix} attribute '{field}' is a list, which rules "

@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
                        "inert", "passthrough", "bound"},
     "nokey": _META | {"accepted"},
     "fact": _META,
-    "field": _META | {"optional", "bound", "when"},
+    "field": _META | {"optional", "bound", "when", "fact"},
     "enum": _META,
     "extend": _META,
     "let": _META,

@@ -69,6 +69,9 @@ def _mark(tree: Tree, level: int, layout: _Layout) -> None:
     if data in ("body", "match", "emit_map") and _spans_lines(children):
         _mark_block(data, children, level, layout)
         return
+    if data == "trait_decl":  # always one declaration per line, one level in
+        _mark_trait(children, level, layout)
+        return
     for child in children:
         _mark_child(child, level, layout)
 
@@ -103,6 +106,21 @@ def _mark_block(data: str, children: list, level: int, layout: _Layout) -> None:
             _mark(child, inner, layout)
     layout.breaks[close.start_pos] = level
     layout.closers.add(close.start_pos)
+
+
+def _mark_trait(children: list, level: int, layout: _Layout) -> None:
+    opened = False
+    for child in children:
+        if isinstance(child, Token):
+            if child == "{":
+                opened = True
+            elif child == "}":
+                layout.breaks[child.start_pos] = level
+                layout.closers.add(child.start_pos)
+            continue
+        if opened:
+            layout.breaks[_first(child)] = level + 1
+        _mark(child, level + 1 if opened else level, layout)
 
 
 def _mark_arms(arms: Tree, level: int, layout: _Layout) -> None:

@@ -510,6 +510,13 @@ class _Builder(Transformer):
             return self._decl(meta, "role", name, body, target="values", values=third)
         return self._decl(meta, "role", name, body, target=kind, key=target, target_span=third)
 
+    def trait_decl(self, meta, c):
+        name, *decls = c
+        return self._decl(meta, "trait", name, (), decls=tuple(decls))
+
+    def include_decl(self, meta, c):
+        return self._decl(meta, "include", c[0], ())
+
     def detect_decl(self, meta, c):
         return self._decl(meta, "detect", c[0], c[1])
 

@@ -97,6 +97,8 @@ def _add(tables: Tables, entry: Entry, sink: DiagnosticSink) -> None:
     if decl.kind == "silence":
         tables.silences.append(entry)
         return
+    if decl.kind == "field" and decl.clause("fact") is not None:
+        _unique(tables.facts, decl.name, entry, sink, "fact")  # a field rules may read
     if decl.kind in VOCABULARY:
         return  # fields, enums and their extensions: dsl/vocab.py builds and checks them
     if decl.kind in FRAMEWORK_ONLY and entry.module.framework is None:

@@ -52,6 +52,7 @@ def deep_check(kb: KnowledgeBase, roots: list[Path],
     report.diagnostics += static.unused_lets(kb) + static.unused_defs(kb)
     report.diagnostics += static.unemitted_options(kb) + static.unsourced_options(kb)
     report.diagnostics += static.silent_options(kb)
+    report.diagnostics += split_facts(kb, roots)
     broken, skipped = sources.broken_sources(kb, roots)
     report.diagnostics += broken
     if skipped:
@@ -61,6 +62,24 @@ def deep_check(kb: KnowledgeBase, roots: list[Path],
                                            d.span.line if d.span else 0))
     report.seconds = time.monotonic() - start
     return report
+
+
+def split_facts(kb: KnowledgeBase, roots: list[Path]) -> list[Diagnostic]:
+    """Facts declared apart from a field of their own pack: the first edition's two
+    declarations of one thing, which `kb fmt` joins (`fact` in the field's body)."""
+    found = []
+    for path, fact in sorted(kb.facts.items()):
+        group, _, name = path.partition(".")
+        spec = kb.vocabulary.field(group, name)
+        if spec is None or spec.meta.span == fact.meta.span:
+            continue
+        if pack_of(fact.meta.span.file, roots) == pack_of(spec.meta.span.file, roots):
+            found.append(Diagnostic(
+                f"fact {path} repeats field {path} of the same pack; write 'fact' in the "
+                f"field's body", fact.meta.span, severity="warning", code="split-fact",
+                notes=(Note("the field is declared here", spec.meta.span),),
+                hint="kbsolve kb fmt does it"))
+    return found
 
 
 def silence(kb: KnowledgeBase, roots: list[Path],

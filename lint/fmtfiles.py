@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kbsolve.diagnostics import Diagnostic, KbError, SourceCache, Span
 from kbsolve.dsl.fmt import format_text
+from kbsolve.dsl.migrate import merge_facts
 
 
 def rule_files(paths: list[Path]) -> list[Path]:
@@ -22,26 +23,32 @@ def rule_files(paths: list[Path]) -> list[Path]:
 
 
 def format_files(paths: list[Path], write: bool) -> list[str]:
-    """The files whose layout is not canonical; written back when `write`.
+    """The files whose layout is not canonical, or that hold a form the language
+    replaced (dsl/migrate.py: a fact beside its field); written back when `write`.
     When any file does not parse, nothing is written and KbError lists them all."""
     sources = SourceCache()
     errors: list[Diagnostic] = []
     changed: list[tuple[Path, str]] = []
+    texts: dict[Path, str] = {}
     for path in rule_files(paths):
         try:
-            text = path.read_text(encoding="utf-8")
+            texts[path] = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(Diagnostic(f"cannot read rule file: {exc}", Span(str(path)),
                                      code="unreadable"))
-            continue
+    laid_out: dict[str, str] = {}
+    for path, text in texts.items():
         sources.add(str(path), text)
         try:
-            canonical = format_text(text, str(path))
+            laid_out[str(path)] = format_text(text, str(path))
         except KbError as exc:
             errors.extend(exc.diagnostics)
-            continue
-        if canonical != text:
-            changed.append((path, canonical))
+    if not errors:  # joined on the canonical layout (one declaration a line), then laid out
+        migrated = merge_facts(laid_out)
+        for path, text in texts.items():
+            canonical = format_text(migrated[str(path)], str(path))
+            if canonical != text:
+                changed.append((path, canonical))
     if errors:
         raise KbError(errors, sources)
     if write:

@@ -128,7 +128,9 @@ def test_every_shipped_file_parses(path: Path):
     text = path.read_text(encoding="utf-8")
     module = parse_module(text, str(path))
     assert module.file == str(path)
-    assert module.decls, "a shipped file without declarations"
+    # core.facts declares nothing since facts are fields that say `fact` (the second
+    # edition); it stays so that the modules and packs that import it keep working.
+    assert module.decls or module.name == "core.facts", "a shipped file without declarations"
     lines = text.splitlines()
     for decl in module.decls:
         _check_span(decl.span, lines)
