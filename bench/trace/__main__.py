@@ -24,11 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.trace import grid, venv
+from bench.trace import dit, grid, venv
 
 STEP = Path(__file__).with_name("step.py")
+STEP_DIT = Path(__file__).with_name("step_dit.py")
 OUT = grid.ROOT / "bench" / "data" / "traces" / "grid.json"
-PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_name("grid_families.json"))}
+PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_name("grid_families.json")),
+         "dit": (dit.cases, OUT.with_name("grid_dit.json"))}
 FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient",
            "step_peak", "peak", "flops")
 CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lora_rank",
@@ -36,14 +38,14 @@ CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lor
 FAMILY_KEYS = ("upcast", "offload_checkpoints")  # family-grid cases only
 
 
-def run_step(python: Path, cases: list[dict], progress=None) -> dict[str, dict]:
+def run_step(python: Path, cases: list[dict], progress=None, script: Path = STEP) -> dict[str, dict]:
     """Trace every case in one side-venv process; results by case id and depth.
     progress(results) is called after each result (partial files survive a stop)."""
     results = {}
     # stderr goes to a file: a pipe nobody reads while stdout streams fills up
     # with the libraries' warnings and blocks the tracer
     with tempfile.TemporaryFile("w+") as log, subprocess.Popen(
-            ["nice", "-n", "15", str(python), str(STEP)], stdin=subprocess.PIPE,
+            ["nice", "-n", "15", str(python), str(script)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=log, text=True) as proc:
         proc.stdin.write(json.dumps(cases))
         proc.stdin.close()
@@ -194,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         selected = {p: [c for c in cases if c["id"] in wanted] for p, cases in selected.items()}
     environment = venv.versions(python)
     for part, cases in selected.items():
-        if cases:
+        if cases and part == "dit":
+            trace_dit(python, environment, cases, args.out or PARTS[part][1], args.quick)
+        elif cases:
             trace_part(python, environment, cases, args.out or PARTS[part][1], args.quick)
     return 0
 
@@ -221,6 +225,49 @@ def trace_part(python: Path, environment: dict, cases: list[dict], out: Path, qu
     rows, failed = traced_cases(python, cases, progress=write)
     data = write(rows, failed)
     print(f"bench.trace: {len(rows)} cases traced, {len(failed)} failed, "
+          f"{data['cpu_seconds']} s CPU -> {out}")
+
+
+DIT_KEYS = ("id", "phase", "model", "family", "method", "checkpointing", "batch", "height", "width",
+            "frames", "text_tokens", "lora_rank", "full_blocks", "encoder_type", "vae_class", "direction")
+
+
+def trace_dit(python: Path, environment: dict, cases: list[dict], out: Path, quick: bool) -> None:
+    """Trace the DiT grid (bench/trace/dit.py) into its file: each case at its
+    reduced depths (step_dit.py), extrapolated to the model's blocks."""
+    start = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+    def write(results):
+        rows, failed = [], []
+        for case in cases:
+            traces = [results.get(j["id"]) for j in dit.jobs(case)]
+            if any(t is None for t in traces):
+                continue
+            errors = [t["error"] for t in traces if "error" in t]
+            if errors:
+                failed.append({"id": case["id"], "error": errors[0]})
+                continue
+            row = {k: case[k] for k in DIT_KEYS if k in case}
+            row["points"] = {",".join(map(str, t["point"])) or "full": {k: v for k, v in t.items()
+                             if k not in ("id", "point")} for t in traces}
+            row["full"] = dit.extrapolate(case, traces)
+            rows.append(row)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
+        data = {"environment": environment,
+                "generated_by": "python -m bench.trace --part dit" + (" --quick" if quick else ""),
+                "lora_targets": dit.LORA_TARGETS_NOTE, "cpu_seconds": round(cpu, 1),
+                "wall_seconds": round(time.monotonic() - start, 1),
+                "complete": len(rows) + len(failed) == len(cases), "cases": rows, "failed": failed}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump(data), encoding="utf-8")
+        return data
+
+    job_list = [j for case in cases for j in dit.jobs(case)]
+    results = run_step(python, job_list, progress=write, script=STEP_DIT)
+    data = write(results)
+    print(f"bench.trace: {len(data['cases'])} DiT cases traced, {len(data['failed'])} failed, "
           f"{data['cpu_seconds']} s CPU -> {out}")
 
 
