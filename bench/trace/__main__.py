@@ -228,7 +228,7 @@ def trace_part(python: Path, environment: dict, cases: list[dict], out: Path, qu
           f"{data['cpu_seconds']} s CPU -> {out}")
 
 
-DIT_KEYS = ("id", "phase", "model", "family", "method", "checkpointing", "batch", "height", "width",
+DIT_KEYS = ("id", "phase", "model", "family", "method", "lora_targets", "checkpointing", "batch", "height", "width",
             "frames", "text_tokens", "lora_rank", "full_blocks", "encoder_type", "vae_class", "direction")
 
 

@@ -82,7 +82,13 @@ CASES += [("flux1-dev", "full32", True, 1, 512, 512, 1),     # diffusers' train_
           ("wan2.1-t2v-14b", "full", True, 1, 480, 832, 81),
           ("wan2.1-t2v-14b", "lora", False, 1, 480, 832, 81),
           ("wan2.1-t2v-1.3b", "lora", True, 1, 480, 832, 81),
-          ("wan2.1-t2v-1.3b", "full", True, 1, 480, 832, 81)]
+          ("wan2.1-t2v-1.3b", "full", True, 1, 480, 832, 81),
+          # diffusers' train_dreambooth_lora_flux.py default target list (diffusers#10994's run)
+          ("flux1-dev", "lora_default", False, 1, 512, 512, 1)]
+# train_dreambooth_lora_flux.py's default target_modules (lora_layers unset)
+FLUX_DEFAULT_TARGETS = ["attn.to_k", "attn.to_q", "attn.to_v", "attn.to_out.0", "attn.add_k_proj",
+                        "attn.add_q_proj", "attn.add_v_proj", "attn.to_add_out", "ff.net.0.proj",
+                        "ff.net.2", "ff_context.net.0.proj", "ff_context.net.2"]
 
 # Text encoders (transformers configs; the depth key and its full value) and VAEs.
 ENCODERS = {
@@ -136,9 +142,11 @@ def cases(full: bool = True) -> list[dict]:
     for model, method, gc, batch, h, w, f in CASES:
         spec = DENOISERS[model]
         shape = f"{h}x{w}" + (f"x{f}" if spec["family"] == "wan" else "")
+        targets = FLUX_DEFAULT_TARGETS if method == "lora_default" else None
         out.append({"id": "-".join([model, method, "gc" if gc else "nogc", f"b{batch}", shape]),
                     "phase": "train", "model": model, "family": spec["family"],
-                    "config": spec["config"], "full_blocks": spec["blocks"], "method": method,
+                    "config": spec["config"], "full_blocks": spec["blocks"],
+                    "method": "lora" if targets else method, "lora_targets": targets,
                     "checkpointing": gc, "batch": batch, "height": h, "width": w, "frames": f,
                     "text_tokens": spec["text_tokens"], "lora_rank": LORA_RANK})
     for name, spec in ENCODERS.items():

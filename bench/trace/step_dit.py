@@ -127,7 +127,7 @@ def setup_method(model, case):
     from peft.tuners import tuners_utils
     tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = _adapter_to_base_dtype
     config = LoraConfig(r=case["lora_rank"], lora_alpha=case["lora_rank"], init_lora_weights="gaussian",
-                        target_modules=LORA_TARGETS)
+                        target_modules=case.get("lora_targets") or LORA_TARGETS)
     with same_device_moves_skipped():
         model.add_adapter(config)
     return model
