@@ -118,3 +118,18 @@ def test_checkpointing_keeps_one_bf16_input_per_block(data):
             assert added == pytest.approx(2 * hidden[case["model"]] * tokens, rel=0.02), (case["id"], key)
             checked += 1
     assert checked >= 8
+
+
+def test_wan_14b_at_81_frames_on_8xh100_is_held_to_the_traced_activations(data):
+    """Issue 23: Wan2.1-14B GRPO at 480x832x81 on 8xH100 'fit' with no band; Flow-Factory's
+    author reports 480x720x81 OOM even with FSDP. The traced 81-frame sample's activations
+    and the KB's agree, and with CFG's doubled training forward and the traced band the
+    plan does not fit."""
+    from kbsolve import api
+    kb = api.load_kb()
+    case = next(c for c in data["cases"] if c["id"] == "wan2.1-t2v-14b-lora-gc-b1-480x832x81")
+    groups = compare.estimate_groups(kb, case, "flow-factory")
+    assert groups["activations"] == pytest.approx(case["full"]["fb_transient"], rel=0.02)
+    plan = api.solve({"gpus": "8xH100", "model": "wan2.1-t2v-14b", "framework": "flow-factory",
+                     "resolution": "480x832", "frames": 81}, kb=kb)
+    assert plan.status == "infeasible"
