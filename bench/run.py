@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bench import (accuracy, as_printed, audit_project, cold, deep_check, determinism,
-                   dit_accuracy, kb_load, recipe, solve, trace_compare, warm)
+                   dit_accuracy, kb_load, recipe, solve, trace_compare, trace_dit_compare, warm)
 from bench.machine import describe
 
 RESULTS = Path(__file__).with_name("results.json")
@@ -26,6 +26,7 @@ SECTIONS = {
     "trace_grid": lambda: trace_compare.summarise(trace_compare.evaluate()),
     "trace_families": lambda: trace_compare.summarise(
         trace_compare.evaluate(trace_compare.FAMILY_DATA), by_subset=True),
+    "trace_dit": lambda: trace_dit_compare.summarise(trace_dit_compare.evaluate()),
     "recipe_grid": recipe.measure,
     "as_printed_grid": as_printed.measure,
     "determinism": determinism.measure,
@@ -128,6 +129,7 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
         _dit_row(r.get("dit_accuracy", {})),
         *_trace_rows(r.get("trace_grid", {})),
         *_trace_rows(r.get("trace_families", {}), "families grid"),
+        *_trace_dit_rows(r.get("trace_dit", {})),
         (f"plan JSON over {d.get('runs')} of {d.get('runs_planned')} processes, each its own "
          f"PYTHONHASHSEED", "byte-identical" if d.get("identical") else
          f"{d.get('distinct_outputs')} distinct, exit {d.get('exit_codes')}"
@@ -199,6 +201,15 @@ def _trace_rows(grid: dict, name: str = "trace grid") -> list[tuple[str, str, st
              f"tensors at the allocated level: median |error| / worst, per group", groups,
              "≤ 3 % / ≤ 10 %"),
             ("task / SFT memory ratio, traced vs KB (median over the grid)", ratios, "equal")]
+
+
+def _trace_dit_rows(grid: dict) -> list[tuple[str, str, str]]:
+    """The DiT KB terms against the DiT trace grid (bench/trace_dit_compare.py)."""
+    if "groups" not in grid:
+        return [("DiT trace grid (bench/trace_dit_compare.py)", str(grid.get("error", "n/a")), "—")]
+    groups = "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%}" for g, f in grid["groups"].items())
+    return [(f"DiT trace grid ({grid['rows']} rows: diffusers, Flow-Factory), KB memory terms against "
+             f"the traced tensors: median |error| / worst, per group", groups, "≤ 3 % / ≤ 10 %")]
 
 
 def table(results: dict) -> str:

@@ -1,6 +1,6 @@
 """`python -m bench.trace`: trace the grid's training steps in the real model code.
 
-    python -m bench.trace [--quick] [--part main|families|ppo]
+    python -m bench.trace [--quick] [--part main|families|ppo|dit]
     python -m bench.trace --full-depth MODEL_CASE_ID ...   # check the extrapolation
 
 Builds (once) the pinned side venv (bench/trace/requirements.txt), runs
@@ -10,7 +10,8 @@ every traced size is fixed + layers x per-layer, solved from the two depths.
 Two grids, each its own file: `main` (grid.json: the catalog models) and
 `families` (grid_families.json: GPT-2, BLOOM, Falcon, DeepSeek-V2-Lite,
 Mistral's sliding window, QLoRA, offloaded checkpointing, ORPO and SimPO) and
-`ppo` (grid_ppo.json: LlamaFactory's PPO step); without --part all are traced.
+`ppo` (grid_ppo.json: LlamaFactory's PPO step) and `dit` (grid_dit.json:
+diffusers' DiT denoisers, encoders and VAEs); without --part all are traced.
 Runs under `nice -n 15`; the CPU time it took is written beside the results.
 """
 from __future__ import annotations
@@ -24,12 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.trace import grid, venv
+from bench.trace import dit, grid, venv
 
 STEP = Path(__file__).with_name("step.py")
+STEP_DIT = Path(__file__).with_name("step_dit.py")
 OUT = grid.ROOT / "bench" / "data" / "traces" / "grid.json"
 PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_name("grid_families.json")),
-         "ppo": (grid.ppo_cases, OUT.with_name("grid_ppo.json"))}
+         "ppo": (grid.ppo_cases, OUT.with_name("grid_ppo.json")),
+         "dit": (dit.cases, OUT.with_name("grid_dit.json"))}
 FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient",
            "step_peak", "peak", "flops")
 CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lora_rank",
@@ -37,14 +40,14 @@ CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lor
 FAMILY_KEYS = ("upcast", "offload_checkpoints", "attention_dropout_off")  # family-grid cases only
 
 
-def run_step(python: Path, cases: list[dict], progress=None) -> dict[str, dict]:
+def run_step(python: Path, cases: list[dict], progress=None, script: Path = STEP) -> dict[str, dict]:
     """Trace every case in one side-venv process; results by case id and depth.
     progress(results) is called after each result (partial files survive a stop)."""
     results = {}
     # stderr goes to a file: a pipe nobody reads while stdout streams fills up
     # with the libraries' warnings and blocks the tracer
     with tempfile.TemporaryFile("w+") as log, subprocess.Popen(
-            ["nice", "-n", "15", str(python), str(STEP)], stdin=subprocess.PIPE,
+            ["nice", "-n", "15", str(python), str(script)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=log, text=True) as proc:
         proc.stdin.write(json.dumps(cases))
         proc.stdin.close()
@@ -160,7 +163,7 @@ def merge(files: list[Path], out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trace", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 30-case subset (two small models)")
-    parser.add_argument("--part", choices=sorted(PARTS), help="one grid only (default: both)")
+    parser.add_argument("--part", choices=sorted(PARTS), help="one grid only (default: all)")
     parser.add_argument("--out", type=Path, help="the output file (one --part only; default: "
                         "bench/data/traces/grid.json, grid_families.json)")
     parser.add_argument("--full-depth", nargs="+", metavar="CASE_ID",
@@ -195,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         selected = {p: [c for c in cases if c["id"] in wanted] for p, cases in selected.items()}
     environment = venv.versions(python)
     for part, cases in selected.items():
-        if cases:
+        if cases and part == "dit":
+            trace_dit(python, environment, cases, args.out or PARTS[part][1], args.quick)
+        elif cases:
             trace_part(python, environment, cases, args.out or PARTS[part][1], args.quick)
     return 0
 
@@ -222,6 +227,49 @@ def trace_part(python: Path, environment: dict, cases: list[dict], out: Path, qu
     rows, failed = traced_cases(python, cases, progress=write)
     data = write(rows, failed)
     print(f"bench.trace: {len(rows)} cases traced, {len(failed)} failed, "
+          f"{data['cpu_seconds']} s CPU -> {out}")
+
+
+DIT_KEYS = ("id", "phase", "model", "family", "method", "lora_targets", "checkpointing", "batch", "height", "width",
+            "frames", "text_tokens", "lora_rank", "full_blocks", "encoder_type", "vae_class", "direction")
+
+
+def trace_dit(python: Path, environment: dict, cases: list[dict], out: Path, quick: bool) -> None:
+    """Trace the DiT grid (bench/trace/dit.py) into its file: each case at its
+    reduced depths (step_dit.py), extrapolated to the model's blocks."""
+    start = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+    def write(results):
+        rows, failed = [], []
+        for case in cases:
+            traces = [results.get(j["id"]) for j in dit.jobs(case)]
+            if any(t is None for t in traces):
+                continue
+            errors = [t["error"] for t in traces if "error" in t]
+            if errors:
+                failed.append({"id": case["id"], "error": errors[0]})
+                continue
+            row = {k: case[k] for k in DIT_KEYS if k in case}
+            row["points"] = {",".join(map(str, t["point"])) or "full": {k: v for k, v in t.items()
+                             if k not in ("id", "point")} for t in traces}
+            row["full"] = dit.extrapolate(case, traces)
+            rows.append(row)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
+        data = {"environment": environment,
+                "generated_by": "python -m bench.trace --part dit" + (" --quick" if quick else ""),
+                "lora_targets": dit.LORA_TARGETS_NOTE, "cpu_seconds": round(cpu, 1),
+                "wall_seconds": round(time.monotonic() - start, 1),
+                "complete": len(rows) + len(failed) == len(cases), "cases": rows, "failed": failed}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump(data), encoding="utf-8")
+        return data
+
+    job_list = [j for case in cases for j in dit.jobs(case)]
+    results = run_step(python, job_list, progress=write, script=STEP_DIT)
+    data = write(results)
+    print(f"bench.trace: {len(data['cases'])} DiT cases traced, {len(data['failed'])} failed, "
           f"{data['cpu_seconds']} s CPU -> {out}")
 
 

@@ -32,10 +32,10 @@ def python() -> Path:
 
 
 def versions(exe: Path) -> dict[str, str]:
-    code = ("import json, platform, torch, transformers, peft, accelerate;"
+    code = ("import json, platform, torch, transformers, peft, accelerate, diffusers;"
             "print(json.dumps({'python': platform.python_version(), 'torch': torch.__version__,"
             "'transformers': transformers.__version__, 'peft': peft.__version__,"
-            "'accelerate': accelerate.__version__}))")
+            "'accelerate': accelerate.__version__, 'diffusers': diffusers.__version__}))")
     import json
     return json.loads(subprocess.run([str(exe), "-c", code], check=True, capture_output=True,
                                      text=True).stdout)
