@@ -134,6 +134,19 @@ class Table:
             return low[at], high[at]
         return low.item(at), high.item(at)
 
+    def reader(self, k: int):
+        """What bound(k, ...) reads: (pairs, low, high, listed), the level built
+        now, for callers that read it many times without a call; None where
+        bound() itself must answer (tables of codes)."""
+        if self.kind == "code":
+            return None
+        pairs, low, high, _, listed = self._level_at(k)
+        return pairs, low, high, listed
+
+    def _level_at(self, k: int):
+        j = bisect.bisect_left(self._search_deps, k)
+        return self._levels[j] or self._level(j)
+
     def _at(self, idx):
         pairs, low, _, _, listed = self._levels[-1] or self._level(len(self._search_deps))
         at = sum(idx[place] * stride for place, stride in pairs)
@@ -145,16 +158,21 @@ class Table:
         if self.kind != "num" or not self.deps:
             return {}
         array = self.floats()
-        mask = allowed_mask(self.sizes, [allowed[axis] for axis in self.deps])
-        if not mask.any():
-            return {}
-        masked = np.where(mask, array, np.inf)
+        masks = [allowed[axis] for axis in self.deps]
+        if all(mask.all() for mask in masks):
+            masked = array  # every value allowed: nothing to hide
+        else:
+            mask = allowed_mask(self.sizes, masks)
+            if not mask.any():
+                return {}
+            masked = np.where(mask, array, np.inf)
         floor = float(masked.min())
         out = {}
         for i, axis in enumerate(self.deps):
             others = tuple(j for j in range(len(self.sizes)) if j != i)
             per_value = masked.min(axis=others) if others else masked
-            per_value = per_value[allowed[axis]]
+            if not masks[i].all():
+                per_value = per_value[masks[i]]
             per_value = per_value[np.isfinite(per_value)]
             if per_value.size:
                 out[axis] = float(per_value.max()) - floor
@@ -164,7 +182,8 @@ class Table:
 class Expr:
     """An operation over cells too large to table together."""
 
-    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys")
+    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
+                 "_readers")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
@@ -172,6 +191,7 @@ class Expr:
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
         self._keys: list = [_no_places]
+        self._readers: list = [None]
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -193,7 +213,21 @@ class Expr:
         if found is _MISS:
             if len(self._memo) > 1 << 14:
                 self._memo.clear()
-            found = _interval(self.op, [a.bound(k, idx) for a in self.args], self.exact)
+            readers = self._readers[j]
+            if readers is None:  # the args' levels depend on k only through j
+                readers = self._readers[j] = [(a, a.reader(k) if isinstance(a, Table)
+                                               else None) for a in self.args]
+            ranges = []
+            for arg, level in readers:
+                if level is None:
+                    ranges.append(arg.bound(k, idx))
+                    continue
+                pairs, low, high, listed = level
+                at = 0
+                for place, stride in pairs:
+                    at += idx[place] * stride
+                ranges.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
+            found = _interval(self.op, ranges, self.exact)
             self._memo[key] = found
         return found
 
@@ -203,6 +237,7 @@ class Expr:
         # the memo's key reads the values at the first j places (one C call)
         self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
                                      for j in range(1, len(self._places) + 1)]
+        self._readers = [None] * (len(self._places) + 1)
 
     def tables(self, found: dict) -> dict:
         for arg in self.args:
