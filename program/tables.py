@@ -179,11 +179,26 @@ class Table:
         return out
 
 
+MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
+
+
+def _read(reader: tuple, k: int, idx: list[int]):
+    """An arg's range: (arg, level) as Expr._range keeps them."""
+    arg, level = reader
+    if level is None:
+        return arg.bound(k, idx)
+    pairs, low, high, listed = level
+    at = 0
+    for place, stride in pairs:
+        at += idx[place] * stride
+    return (low[at], high[at]) if listed else (low.item(at), high.item(at))
+
+
 class Expr:
     """An operation over cells too large to table together."""
 
     __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
-                 "_readers")
+                 "_readers", "_hits", "_misses")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
@@ -192,6 +207,7 @@ class Expr:
         self._memo: dict = {}
         self._keys: list = [_no_places]
         self._readers: list = [None]
+        self._hits = self._misses = 0
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -206,34 +222,61 @@ class Expr:
         return _SCALAR[op](*[a.value(idx) for a in args])
 
     def bound(self, k: int, idx: list[int]):
-        """Remembered by the values of the options it reads that are set."""
+        """Remembered by the values of the options it reads that are set (the
+        memo is dropped once it proves useless: MEMO_TRIAL calls nearly all
+        missed, as where the expression reads as many options as its readers)."""
         j = bisect.bisect_left(self._places, k)
+        memo = self._memo
+        if memo is None:
+            return self._range(j, k, idx)
         key = (j, self._keys[j](idx))
-        found = self._memo.get(key, _MISS)
+        found = memo.get(key, _MISS)
         if found is _MISS:
-            if len(self._memo) > 1 << 14:
-                self._memo.clear()
-            readers = self._readers[j]
-            if readers is None:  # the args' levels depend on k only through j
-                readers = self._readers[j] = [(a, a.reader(k) if isinstance(a, Table)
-                                               else None) for a in self.args]
-            ranges = []
-            for arg, level in readers:
-                if level is None:
-                    ranges.append(arg.bound(k, idx))
-                    continue
-                pairs, low, high, listed = level
-                at = 0
-                for place, stride in pairs:
-                    at += idx[place] * stride
-                ranges.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
-            found = _interval(self.op, ranges, self.exact)
-            self._memo[key] = found
+            if len(memo) > 1 << 14:
+                memo.clear()
+            found = memo[key] = self._range(j, k, idx)
+            self._misses += 1
+            if self._misses == MEMO_TRIAL and len(memo) >= MEMO_TRIAL:
+                calls = self._misses + self._hits
+                if self._misses * 8 >= calls * 7:
+                    self._memo = None
+        else:
+            self._hits += 1
         return found
+
+    def _range(self, j: int, k: int, idx: list[int]):
+        """The range over the args' ranges; an `if` reads only the branch its
+        condition decides (what _interval would return)."""
+        readers = self._readers[j]
+        if readers is None:  # the args' levels depend on k only through j
+            readers = self._readers[j] = [(a, a.reader(k) if isinstance(a, Table)
+                                           else None) for a in self.args]
+        if self.op == "if":
+            test = _read(readers[0], k, idx)
+            if test is UNKNOWN:
+                return UNKNOWN
+            if test[0]:
+                return _read(readers[1], k, idx)
+            if not test[1]:
+                return _read(readers[2], k, idx)
+            return _interval("if", [test, _read(readers[1], k, idx),
+                                    _read(readers[2], k, idx)], self.exact)
+        ranges = []
+        for arg, level in readers:
+            if level is None:
+                ranges.append(arg.bound(k, idx))
+                continue
+            pairs, low, high, listed = level
+            at = 0
+            for place, stride in pairs:
+                at += idx[place] * stride
+            ranges.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
+        return _interval(self.op, ranges, self.exact)
 
     def prepare(self, position, allowed) -> None:
         self._places = tuple(sorted(position[a] for a in self.deps))
         self._memo = {}
+        self._hits = self._misses = 0
         # the memo's key reads the values at the first j places (one C call)
         self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
                                      for j in range(1, len(self._places) + 1)]
