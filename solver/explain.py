@@ -511,7 +511,7 @@ def _settled(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:
     for other in problem.options:
         if other.when is not None and other.key in problem.choices \
                 and other.key not in problem.pinned and settled[other.key] != other.default \
-                and not ev.run(other.when, settled):
+                and not ev.remembered(other.when, settled):
             settled[other.key] = other.default
     return settled
 
