@@ -432,6 +432,9 @@ class _Neighbour:
         self.plan, self.plan_key, self.plan_view = plan, plan_key, plan_view
         self._exact: Metrics | None = None
         self.view = search.view(assignment) if plan_view is not None else None
+        # a value arc consistency took out: a rule is broken, known without measuring
+        self.ruled_out = self.view is None and plan_view is not None and \
+            search.outside(assignment)
         if self.view is not None and self.view.feasible and any(
                 _near(a, b) and a != b for a, b in zip(self.view.key, plan_view.key)):
             self.view = None  # a near tie (not the same float): settle it exactly
@@ -444,10 +447,14 @@ class _Neighbour:
 
     @property
     def feasible(self) -> bool:
+        if self.ruled_out:
+            return False
         return self.view.feasible if self.view is not None else self.exact.feasible
 
     @property
     def valid(self) -> bool:  # no rule broken, no option set outside its 'when'
+        if self.ruled_out:
+            return False
         if self.view is not None:
             return not self.view.broken
         return not self.exact.broken and not self.exact.irrelevant_changed
@@ -504,7 +511,7 @@ def _settled(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:
     for other in problem.options:
         if other.when is not None and other.key in problem.choices \
                 and other.key not in problem.pinned and settled[other.key] != other.default \
-                and not ev.run(other.when, settled):
+                and not ev.remembered(other.when, settled):
             settled[other.key] = other.default
     return settled
 

@@ -178,7 +178,7 @@ def satisfiable(problem: Problem, rules: list, keys: list[str], assignment: dict
     """Some values of the options `keys` (over their choices), the rest as in
     `assignment`, meet every rule."""
     import itertools
-    run = (evaluator or problem.evaluator).run
+    run = (evaluator or problem.evaluator).remembered  # by the values each rule reads
     for values in itertools.product(*(problem.choices[k] for k in keys)):
         full = {**assignment, **dict(zip(keys, values))}
         if all(run(r.constraint, full) for r in rules):

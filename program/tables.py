@@ -134,6 +134,19 @@ class Table:
             return low[at], high[at]
         return low.item(at), high.item(at)
 
+    def reader(self, k: int):
+        """What bound(k, ...) reads: (pairs, low, high, listed), the level built
+        now, for callers that read it many times without a call; None where
+        bound() itself must answer (tables of codes)."""
+        if self.kind == "code":
+            return None
+        pairs, low, high, _, listed = self._level_at(k)
+        return pairs, low, high, listed
+
+    def _level_at(self, k: int):
+        j = bisect.bisect_left(self._search_deps, k)
+        return self._levels[j] or self._level(j)
+
     def _at(self, idx):
         pairs, low, _, _, listed = self._levels[-1] or self._level(len(self._search_deps))
         at = sum(idx[place] * stride for place, stride in pairs)
@@ -145,26 +158,47 @@ class Table:
         if self.kind != "num" or not self.deps:
             return {}
         array = self.floats()
-        mask = allowed_mask(self.sizes, [allowed[axis] for axis in self.deps])
-        if not mask.any():
-            return {}
-        masked = np.where(mask, array, np.inf)
+        masks = [allowed[axis] for axis in self.deps]
+        if all(mask.all() for mask in masks):
+            masked = array  # every value allowed: nothing to hide
+        else:
+            mask = allowed_mask(self.sizes, masks)
+            if not mask.any():
+                return {}
+            masked = np.where(mask, array, np.inf)
         floor = float(masked.min())
         out = {}
         for i, axis in enumerate(self.deps):
             others = tuple(j for j in range(len(self.sizes)) if j != i)
             per_value = masked.min(axis=others) if others else masked
-            per_value = per_value[allowed[axis]]
+            if not masks[i].all():
+                per_value = per_value[masks[i]]
             per_value = per_value[np.isfinite(per_value)]
             if per_value.size:
                 out[axis] = float(per_value.max()) - floor
         return out
 
 
+MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
+
+
+def _read(reader: tuple, k: int, idx: list[int]):
+    """An arg's range: (arg, level) as Expr._range keeps them."""
+    arg, level = reader
+    if level is None:
+        return arg.bound(k, idx)
+    pairs, low, high, listed = level
+    at = 0
+    for place, stride in pairs:
+        at += idx[place] * stride
+    return (low[at], high[at]) if listed else (low.item(at), high.item(at))
+
+
 class Expr:
     """An operation over cells too large to table together."""
 
-    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys")
+    __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
+                 "_readers", "_hits", "_misses")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
@@ -172,6 +206,8 @@ class Expr:
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
         self._keys: list = [_no_places]
+        self._readers: list = [None]
+        self._hits = self._misses = 0
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -186,23 +222,65 @@ class Expr:
         return _SCALAR[op](*[a.value(idx) for a in args])
 
     def bound(self, k: int, idx: list[int]):
-        """Remembered by the values of the options it reads that are set."""
+        """Remembered by the values of the options it reads that are set (the
+        memo is dropped once it proves useless: MEMO_TRIAL calls nearly all
+        missed, as where the expression reads as many options as its readers)."""
         j = bisect.bisect_left(self._places, k)
+        memo = self._memo
+        if memo is None:
+            return self._range(j, k, idx)
         key = (j, self._keys[j](idx))
-        found = self._memo.get(key, _MISS)
+        found = memo.get(key, _MISS)
         if found is _MISS:
-            if len(self._memo) > 1 << 14:
-                self._memo.clear()
-            found = _interval(self.op, [a.bound(k, idx) for a in self.args], self.exact)
-            self._memo[key] = found
+            if len(memo) > 1 << 14:
+                memo.clear()
+            found = memo[key] = self._range(j, k, idx)
+            self._misses += 1
+            if self._misses == MEMO_TRIAL and len(memo) >= MEMO_TRIAL:
+                calls = self._misses + self._hits
+                if self._misses * 8 >= calls * 7:
+                    self._memo = None
+        else:
+            self._hits += 1
         return found
+
+    def _range(self, j: int, k: int, idx: list[int]):
+        """The range over the args' ranges; an `if` reads only the branch its
+        condition decides (what _interval would return)."""
+        readers = self._readers[j]
+        if readers is None:  # the args' levels depend on k only through j
+            readers = self._readers[j] = [(a, a.reader(k) if isinstance(a, Table)
+                                           else None) for a in self.args]
+        if self.op == "if":
+            test = _read(readers[0], k, idx)
+            if test is UNKNOWN:
+                return UNKNOWN
+            if test[0]:
+                return _read(readers[1], k, idx)
+            if not test[1]:
+                return _read(readers[2], k, idx)
+            return _interval("if", [test, _read(readers[1], k, idx),
+                                    _read(readers[2], k, idx)], self.exact)
+        ranges = []
+        for arg, level in readers:
+            if level is None:
+                ranges.append(arg.bound(k, idx))
+                continue
+            pairs, low, high, listed = level
+            at = 0
+            for place, stride in pairs:
+                at += idx[place] * stride
+            ranges.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
+        return _interval(self.op, ranges, self.exact)
 
     def prepare(self, position, allowed) -> None:
         self._places = tuple(sorted(position[a] for a in self.deps))
         self._memo = {}
+        self._hits = self._misses = 0
         # the memo's key reads the values at the first j places (one C call)
         self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
                                      for j in range(1, len(self._places) + 1)]
+        self._readers = [None] * (len(self._places) + 1)
 
     def tables(self, found: dict) -> dict:
         for arg in self.args:

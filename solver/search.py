@@ -157,17 +157,25 @@ class Search:
         """The axes in search order: pinned or settled options first, then by how
         far each can lift the time (or memory) bound and the memory bound."""
         score = [0.0] * len(self.keys)
+        spreads: dict = {}  # id -> (table, its spread): a memory table is often a cell too
+
+        def spread(cell) -> dict:
+            found = spreads.get(id(cell))
+            if found is None:
+                found = spreads[id(cell)] = (cell, cell.spread(allowed))
+            return found[1]
+
         for cell in self.cells:
             if not isinstance(cell, Table) or cell.kind != "num":
                 continue
-            lifts = cell.spread(allowed)
+            lifts = spread(cell)
             if lifts:  # the table's least value scales its lifts (found once per table)
                 scale = max(abs(float(np.nanmin(cell.floats()))), 1e-30)
             for axis, lift in lifts.items():
                 score[axis] = max(score[axis], lift / scale)
         for cell in self.memory:
             if isinstance(cell, Table):
-                for axis, lift in cell.spread(allowed).items():
+                for axis, lift in spread(cell).items():
                     score[axis] += lift / max(self.budget, 1.0)
         return sorted(range(len(self.keys)), key=lambda a: (allowed[a].sum() > 1, -score[a],
                                                             self.keys[a]))
@@ -281,6 +289,8 @@ class Search:
                 [position[a] for a in cell.deps]
             for place in places:
                 self.rules_at[place].append(cell)
+        self.rule_readers: list = [None] * len(axes)  # _State._rules_hold, on first use
+        self.view_readers = None  # view(), on first use
         self.tracker = Tracker(self.tracked, [{position[a] for a in c.deps}
                                               for c in self.tracked], len(axes),
                                [self.memory_terms, self.host_terms])
@@ -405,14 +415,16 @@ class Search:
         p = self.p
         idx = [p.choices[key].index(assignment[key]) for key in self.order]
         n = len(idx)
+        if self.view_readers is None:  # the full levels, found once per preparation
+            self.view_readers = ([_reader(cell, n) for _, cell in self.rules],
+                                 [_reader(cell, n) for cell in self.tracked])
         broken = []
-        for name, cell in self.rules:
-            low, high = cell.bound(n, idx)
+        for (name, _), (low, high) in zip(self.rules, _read(self.view_readers[0], n, idx)):
             if low != high:
                 return None
             if not high:
                 broken.append(name)
-        ranges = [cell.bound(n, idx) for cell in self.tracked]
+        ranges = _read(self.view_readers[1], n, idx)
         memory = _weighted_low(ranges, self.memory_terms)
         host = _weighted_low(ranges, self.host_terms)
         if not broken and (abs(memory - self.budget) <= TOLERANCE * self.budget or
@@ -423,6 +435,20 @@ class Search:
         fits = memory <= self.budget and (not self.host_terms or host <= self.host_budget)
         key = self.objective_bound(ranges, memory, kept)
         return View(broken, fits, key[1] if self.objective == "memory" else key[0], key, memory)
+
+    def outside(self, assignment: dict[str, Any]) -> bool:
+        """Whether a full assignment that keeps every pin has a value that arc
+        consistency took out of its domain: it breaks a rule, so it is no plan
+        (a plan that meets every rule keeps each of its values: each is
+        supported, in every rule table, by the plan's other values, which by
+        the same argument were never taken out). False when unknown."""
+        if not self.prepare():
+            return False
+        p = self.p
+        if any(assignment.get(key) != value for key, value in p.pinned.items()):
+            return False
+        return any(not self.allowed[axis][p.choices[key].index(assignment[key])]
+                   for axis, key in enumerate(self.keys))
 
     def objective_bound(self, ranges: list, memory: float, kept: int) -> tuple:
         """The objective's lower bound (sort_key's order) from the tracked
@@ -452,6 +478,7 @@ class Tracker:
     def __init__(self, cells: list, places: list[set[int]], n: int, sums: list):
         self.cells = cells
         self.at = [[i for i, p in enumerate(places) if k in p] for k in range(n)]
+        self.readers: list = [None] * n  # per place: (slot, cell, level or None), on first use
         self.sums = sums  # [[(weight, slot), ...], ...]
         weight = [dict((i, w) for w, i in terms) for terms in sums]
         # per place, per sum: (slot, its place in at[k], weight, side of its range read)
@@ -469,10 +496,20 @@ class Tracker:
     def update(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
         """Set the ranges after place k is set; returns what to restore."""
         saved = []
-        cells = self.cells
-        for i in self.at[k]:
+        readers = self.readers[k]
+        if readers is None:
+            readers = self.readers[k] = [(i, *_reader(self.cells[i], k + 1))
+                                         for i in self.at[k]]
+        for i, cell, level in readers:
             saved.append((i, ranges[i]))
-            ranges[i] = cells[i].bound(k + 1, idx)
+            if level is None:
+                ranges[i] = cell.bound(k + 1, idx)
+                continue
+            pairs, low, high, listed = level  # Table.bound, its level found once
+            at = 0
+            for place, stride in pairs:
+                at += idx[place] * stride
+            ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
         old_totals = list(totals)
         for t, terms in enumerate(self.terms_at[k]):
             delta = 0.0
@@ -483,6 +520,28 @@ class Tracker:
             elif delta:
                 totals[t] += delta
         return saved, old_totals
+
+
+def _reader(cell, k: int) -> tuple:
+    """(cell, level): what Table.bound(k, ...) reads, the level built now, so
+    that the search reads it without a call; level None where bound() itself
+    must answer (expressions, tables of codes)."""
+    return cell, (cell.reader(k) if isinstance(cell, Table) else None)
+
+
+def _read(readers: list, k: int, idx: list[int]) -> list:
+    """Each reader's (low, high) with the first k places of idx set."""
+    out = []
+    for cell, level in readers:
+        if level is None:
+            out.append(cell.bound(k, idx))
+            continue
+        pairs, low, high, listed = level
+        at = 0
+        for place, stride in pairs:
+            at += idx[place] * stride
+        out.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
+    return out
 
 
 def _weighted_low(ranges: list, terms: list) -> float:
@@ -567,8 +626,20 @@ class _State:
 
     def _rules_hold(self, k: int) -> bool:
         idx = self.idx
-        for cell in self.s.rules_at[k]:
-            if not cell.bound(k + 1, idx)[1]:
+        readers = self.s.rule_readers[k]
+        if readers is None:
+            readers = self.s.rule_readers[k] = [_reader(cell, k + 1)
+                                                for cell in self.s.rules_at[k]]
+        for cell, level in readers:
+            if level is None:
+                if not cell.bound(k + 1, idx)[1]:
+                    return False
+                continue
+            pairs, _, high, listed = level
+            at = 0
+            for place, stride in pairs:
+                at += idx[place] * stride
+            if not (high[at] if listed else high.item(at)):
                 return False
         return True
 
