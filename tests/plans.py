@@ -1,8 +1,7 @@
 """The shipped KB and the plans several tests read, built once per test run.
 
-`shipped_kb()` is the shipped KB without packs: the one object the whole run shares
-read-only (tests/conftest.py builds it once and checks at the end that no test changed
-it; `fingerprint` is that check); `solved(query)`
+`shipped_kb()` is the shipped KB without packs, loaded once (without the cache,
+so that it is the same whatever the calling test's cache holds); `solved(query)`
 is `api.solve(query, shipped_kb())`, solved once per query and copied for each
 caller, so that a test may change its plan without changing another's.
 
@@ -20,43 +19,7 @@ from kbsolve import api
 
 @lru_cache(maxsize=1)
 def shipped_kb():
-    """The run's shared KB: the test's cache holds the session's entry, and the cache
-    gives the object it already holds for the same bytes (dsl/cache.py)."""
-    return api.load_kb()
-
-
-def fingerprint(kb) -> str:
-    """A digest of everything the KB pickles, less what it derives for itself (the
-    evaluator's caches, `functools.cached_property` values such as Rule.constraint):
-    the same while no one changes the KB."""
-    import copyreg
-    import functools
-    import hashlib
-    import io
-    import pickle
-    import sys
-
-    table = copyreg.dispatch_table.copy()
-    for module in [m for name, m in sys.modules.items() if name.startswith("kbsolve.")]:
-        for cls in vars(module).values():
-            derived = isinstance(cls, type) and cls.__module__ == module.__name__ and [
-                name for name, v in vars(cls).items() if isinstance(v, functools.cached_property)]
-            if derived:
-                table[cls] = functools.partial(_without, derived=tuple(derived))
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = table
-    pickler.dump(kb)
-    return hashlib.sha256(buffer.getvalue()).hexdigest()
-
-
-def _without(obj, derived: tuple):
-    state = {k: v for k, v in (obj.__getstate__() or {}).items() if k not in derived}
-    return _named, (type(obj).__qualname__,), state
-
-
-def _named(name: str):  # the fingerprint's pickle is never loaded
-    raise TypeError(name)
+    return api.load_kb(use_cache=False)
 
 
 @lru_cache(maxsize=None)
