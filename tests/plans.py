@@ -30,3 +30,100 @@ def _solved(key: str):
 def solved(query: dict):
     """The plan for `query` on the shipped KB: a deep copy of the run's one solve."""
     return _solved(json.dumps(query, sort_keys=True)).model_copy(deep=True)
+
+
+# ---- an independent check of a golden plan -----------------------------------------
+# The goldens freeze what the solver printed; these checks say the printed plan is right
+# by other means: the reference evaluator (program/metrics.py) recomputes its memory and
+# step time from its config, and the reference enumerator (solver/enumerate.py) finds no
+# better plan among those that differ from it in one option. The whole space is far too
+# big to enumerate (10^5 to 10^12 configurations); each one-option neighbourhood is the
+# enumerator's exact optimum on the problem with every other option pinned to the plan.
+
+def problem_of(query: dict):
+    """The problem the solver solved for `query` (resolved again, not the solver's own)."""
+    from kbsolve.solver.query import Query, resolve
+    return resolve(shipped_kb(), Query(**query)).problem
+
+
+def chosen_of(problem, plan) -> dict:
+    """The plan's printed config as the problem's values, one per option it chooses."""
+    from kbsolve.solver.report import option_key, plain
+    chosen = {}
+    for option in problem.options:
+        if option.key not in problem.choices:
+            continue
+        shown = plan.config[option_key(problem.kb, option)]
+        values = [v for v in problem.choices[option.key] if plain(v) == shown]
+        assert len(values) == 1, (option.key, shown, problem.choices[option.key])
+        chosen[option.key] = values[0]
+    return chosen
+
+
+def check_by_reference(query: dict, plan) -> int:
+    """Assert that the evaluator reproduces the plan's figures and that every one-option
+    neighbourhood's enumerated optimum is the plan; returns the neighbourhoods checked."""
+    import dataclasses
+
+    from kbsolve.program.metrics import full_assignment, measure, sort_key
+    from kbsolve.program.recipe import settle
+    from kbsolve.solver import report
+    from kbsolve.solver.enumerate import enumerate_best
+
+    problem = problem_of(query)
+    chosen = chosen_of(problem, plan)
+    assignment = full_assignment(problem, chosen)
+    assert report.config(problem, settle(problem, assignment)) == plan.config
+    metrics = measure(problem, assignment)
+    assert metrics.feasible, (metrics.broken, metrics.irrelevant_changed)
+    assert plan.memory.per_gpu_gib.model_dump() == {k: report.gib(v)
+                                                    for k, v in metrics.levels.items()}
+    assert plan.memory.fits and plan.memory.budget_gib == report.gib(problem.budget_bytes)
+    assert plan.speed.step_time_s == round(float(metrics.step_time), 6)
+    assert plan.speed.terms == {k.split(".", 1)[1]: round(float(v), 6)
+                                for k, v in {**metrics.times, **metrics.factors}.items()}
+    return neighbourhoods_agree(problem, chosen, sort_key(metrics))
+
+
+def neighbourhoods_agree(problem, chosen: dict, best: tuple) -> int:
+    """Assert that the enumerator's optimum on each one-option neighbourhood of `chosen`
+    (every other option pinned to it) has the sort key `best`; returns how many."""
+    import dataclasses
+
+    from kbsolve.program.metrics import sort_key
+    from kbsolve.solver.enumerate import enumerate_best
+
+    checked = 0
+    for key in sorted(set(problem.choices) - set(problem.pinned)):
+        others = {k: v for k, v in chosen.items() if k != key}
+        around = dataclasses.replace(problem, pinned={**problem.pinned, **others})
+        found = enumerate_best(around)
+        assert found.status == "optimal", key  # `chosen` itself is in the neighbourhood
+        assert sort_key(found.metrics) == best, (key, found.chosen[key], chosen[key])
+        checked += 1
+    return checked
+
+
+def check_refusal_by_reference(query: dict, plan) -> int:
+    """A refusal on memory prints the least GPU memory any plan within the other limits
+    needs: the evaluator reproduces it on the configuration the solver found for it (no
+    budget, the memory objective), and that configuration is the enumerator's optimum
+    on each of its one-option neighbourhoods; returns the neighbourhoods checked."""
+    import dataclasses
+    from fractions import Fraction
+
+    from kbsolve.program.metrics import full_assignment, measure, sort_key
+    from kbsolve.solver import report
+    from kbsolve.solver.optimize import solve
+
+    problem = problem_of(query)
+    unlimited = dataclasses.replace(problem, budget_bytes=Fraction(2) ** 80, objective="memory")
+    found = solve(unlimited)
+    assert found.status == "optimal", found.status
+    metrics = measure(unlimited, full_assignment(unlimited, found.chosen))
+    assert metrics.feasible and sort_key(metrics) == sort_key(found.metrics)
+    least = report.gib(metrics.levels["device"])
+    assert least > report.gib(problem.budget_bytes)  # the refusal's reason holds
+    fit = [r.detail for r in plan.core if r.rule == "memory:fit"]
+    assert len(fit) == 1 and f"({least:.2f} GiB with it)" in fit[0], (least, fit)
+    return neighbourhoods_agree(unlimited, found.chosen, sort_key(metrics))
