@@ -42,13 +42,13 @@ def solved(query: dict):
 
 def problem_of(query: dict):
     """The problem the solver solved for `query` (resolved again, not the solver's own)."""
-    from kbsolve.solver.query import Query, resolve
+    from kbsolve.program.query import Query, resolve
     return resolve(shipped_kb(), Query(**query)).problem
 
 
 def chosen_of(problem, plan) -> dict:
     """The plan's printed config as the problem's values, one per option it chooses."""
-    from kbsolve.solver.report import option_key, plain
+    from kbsolve.plan.report import option_key, plain
     chosen = {}
     for option in problem.options:
         if option.key not in problem.choices:
@@ -67,7 +67,7 @@ def check_by_reference(query: dict, plan) -> int:
 
     from kbsolve.program.metrics import full_assignment, measure, sort_key
     from kbsolve.program.recipe import settle
-    from kbsolve.solver import report
+    from kbsolve.plan import report
     from kbsolve.solver.enumerate import enumerate_best
 
     problem = problem_of(query)
@@ -113,7 +113,7 @@ def check_refusal_by_reference(query: dict, plan) -> int:
     from fractions import Fraction
 
     from kbsolve.program.metrics import full_assignment, measure, sort_key
-    from kbsolve.solver import report
+    from kbsolve.plan import report
     from kbsolve.solver.optimize import solve
 
     problem = problem_of(query)
