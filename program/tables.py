@@ -182,16 +182,31 @@ class Table:
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
 
+def reader_of(cell, k: int) -> tuple:
+    """(cell, level): what cell.bound(k, ...) reads, a Table's level built now so
+    that it is read without a call; level None where bound() itself must answer
+    (expressions, tables of codes)."""
+    return cell, (cell.reader(k) if isinstance(cell, Table) else None)
+
+
+def read_bounds(readers, k: int, idx: list[int]) -> list:
+    """Each reader's (low, high) with the first k places of idx set."""
+    out = []
+    for cell, level in readers:
+        if level is None:
+            out.append(cell.bound(k, idx))
+            continue
+        pairs, low, high, listed = level
+        at = 0
+        for place, stride in pairs:
+            at += idx[place] * stride
+        out.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
+    return out
+
+
 def _read(reader: tuple, k: int, idx: list[int]):
-    """An arg's range: (arg, level) as Expr._range keeps them."""
-    arg, level = reader
-    if level is None:
-        return arg.bound(k, idx)
-    pairs, low, high, listed = level
-    at = 0
-    for place, stride in pairs:
-        at += idx[place] * stride
-    return (low[at], high[at]) if listed else (low.item(at), high.item(at))
+    """One reader's range."""
+    return read_bounds((reader,), k, idx)[0]
 
 
 class Expr:
@@ -249,8 +264,7 @@ class Expr:
         condition decides (what _interval would return)."""
         readers = self._readers[j]
         if readers is None:  # the args' levels depend on k only through j
-            readers = self._readers[j] = [(a, a.reader(k) if isinstance(a, Table)
-                                           else None) for a in self.args]
+            readers = self._readers[j] = [reader_of(a, k) for a in self.args]
         if self.op == "if":
             test = _read(readers[0], k, idx)
             if test is UNKNOWN:
@@ -261,16 +275,7 @@ class Expr:
                 return _read(readers[2], k, idx)
             return _interval("if", [test, _read(readers[1], k, idx),
                                     _read(readers[2], k, idx)], self.exact)
-        ranges = []
-        for arg, level in readers:
-            if level is None:
-                ranges.append(arg.bound(k, idx))
-                continue
-            pairs, low, high, listed = level
-            at = 0
-            for place, stride in pairs:
-                at += idx[place] * stride
-            ranges.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
+        ranges = read_bounds(readers, k, idx)
         return _interval(self.op, ranges, self.exact)
 
     def prepare(self, position, allowed) -> None:

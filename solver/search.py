@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.metrics import Metrics, measure, sort_key
-from kbsolve.program.tables import Expr, Table, Tables, _mul, allowed_mask, masked
+from kbsolve.program.tables import (Expr, Table, Tables, _mul, allowed_mask, masked, read_bounds,
+                                    reader_of)
 from kbsolve.solver.guard import expired
 
 NODE_BUDGET = 200_000
@@ -416,15 +417,15 @@ class Search:
         idx = [p.choices[key].index(assignment[key]) for key in self.order]
         n = len(idx)
         if self.view_readers is None:  # the full levels, found once per preparation
-            self.view_readers = ([_reader(cell, n) for _, cell in self.rules],
-                                 [_reader(cell, n) for cell in self.tracked])
+            self.view_readers = ([reader_of(cell, n) for _, cell in self.rules],
+                                 [reader_of(cell, n) for cell in self.tracked])
         broken = []
-        for (name, _), (low, high) in zip(self.rules, _read(self.view_readers[0], n, idx)):
+        for (name, _), (low, high) in zip(self.rules, read_bounds(self.view_readers[0], n, idx)):
             if low != high:
                 return None
             if not high:
                 broken.append(name)
-        ranges = _read(self.view_readers[1], n, idx)
+        ranges = read_bounds(self.view_readers[1], n, idx)
         memory = _weighted_low(ranges, self.memory_terms)
         host = _weighted_low(ranges, self.host_terms)
         if not broken and (abs(memory - self.budget) <= TOLERANCE * self.budget or
@@ -498,7 +499,7 @@ class Tracker:
         saved = []
         readers = self.readers[k]
         if readers is None:
-            readers = self.readers[k] = [(i, *_reader(self.cells[i], k + 1))
+            readers = self.readers[k] = [(i, *reader_of(self.cells[i], k + 1))
                                          for i in self.at[k]]
         for i, cell, level in readers:
             saved.append((i, ranges[i]))
@@ -520,28 +521,6 @@ class Tracker:
             elif delta:
                 totals[t] += delta
         return saved, old_totals
-
-
-def _reader(cell, k: int) -> tuple:
-    """(cell, level): what Table.bound(k, ...) reads, the level built now, so
-    that the search reads it without a call; level None where bound() itself
-    must answer (expressions, tables of codes)."""
-    return cell, (cell.reader(k) if isinstance(cell, Table) else None)
-
-
-def _read(readers: list, k: int, idx: list[int]) -> list:
-    """Each reader's (low, high) with the first k places of idx set."""
-    out = []
-    for cell, level in readers:
-        if level is None:
-            out.append(cell.bound(k, idx))
-            continue
-        pairs, low, high, listed = level
-        at = 0
-        for place, stride in pairs:
-            at += idx[place] * stride
-        out.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
-    return out
 
 
 def _weighted_low(ranges: list, terms: list) -> float:
@@ -628,7 +607,7 @@ class _State:
         idx = self.idx
         readers = self.s.rule_readers[k]
         if readers is None:
-            readers = self.s.rule_readers[k] = [_reader(cell, k + 1)
+            readers = self.s.rule_readers[k] = [reader_of(cell, k + 1)
                                                 for cell in self.s.rules_at[k]]
         for cell, level in readers:
             if level is None:

@@ -23,6 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("z3", "lark", "pydantic", "yaml")
+PACKAGE = "kbsolve"  # the import name every shipped module lives under
 
 
 def imports(path: Path, package: str) -> list[tuple[str, int, bool]]:
@@ -42,7 +43,7 @@ def imports(path: Path, package: str) -> list[tuple[str, int, bool]]:
             if node.level:
                 parts = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
-            if base == "kbsolve":
+            if base == PACKAGE:
                 found += [(f"kbsolve.{alias.name}", node.lineno, only) for alias in node.names]
             else:
                 found.append((base, node.lineno, only))
@@ -53,7 +54,7 @@ def imports(path: Path, package: str) -> list[tuple[str, int, bool]]:
 
 
 def ours(module: str) -> bool:
-    return module == "kbsolve" or module.startswith("kbsolve.")
+    return module == PACKAGE or module.startswith(PACKAGE + ".")
 
 
 def under(module: str, *roots: str) -> bool:
@@ -113,21 +114,21 @@ def part_of(module: str) -> str:
     name = module.split(".")[1] if module.count(".") else ""
     if name and ((ROOT / name / "__init__.py").is_file() or (ROOT / f"{name}.py").is_file()):
         return name
-    return "kbsolve"
+    return PACKAGE
 
 
 def package_files() -> dict[str, list[tuple[Path, str]]]:
     """part -> [(file, its package for relative imports)]: every module kbsolve ships."""
     parts: dict[str, list[tuple[Path, str]]] = {}
     for path in sorted(ROOT.glob("*.py")):
-        part = "kbsolve" if path.stem == "__init__" else path.stem
-        parts.setdefault(part, []).append((path, "kbsolve"))
+        part = PACKAGE if path.stem == "__init__" else path.stem
+        parts.setdefault(part, []).append((path, PACKAGE))
     for init in sorted(ROOT.glob("*/__init__.py")):
         folder = init.parent
         if folder.name in ("tests", "bench"):  # not shipped (pyproject's packages)
             continue
         for path in sorted(folder.rglob("*.py")):
-            package = ".".join(["kbsolve", *path.parent.relative_to(ROOT).parts])
+            package = ".".join((PACKAGE, *path.parent.relative_to(ROOT).parts))
             parts.setdefault(folder.name, []).append((path, package))
     return parts
 

@@ -84,17 +84,23 @@ def traced_cases(python: Path, cases: list[dict], progress=None) -> tuple[list[d
     return collect(cases, run_step(python, jobs, lambda results: progress(*collect(cases, results))))
 
 
+def complete(case: dict, traces: list, failed: list[dict]) -> bool:
+    """Whether every trace of a case is in and none failed; a failed one is listed."""
+    if any(t is None for t in traces):
+        return False
+    errors = [t["error"] for t in traces if "error" in t]
+    if errors:
+        failed.append({"id": case["id"], "error": errors[0]})
+    return not errors
+
+
 def collect(cases: list[dict], results: dict) -> tuple[list[dict], list[dict]]:
     """Rows of the cases whose two depths are traced, and the failed ones."""
     rows, failed = [], []
     for case in cases:
         depths = grid.depths(case)
         traces = [results.get(f"{case['id']}@{d}") for d in depths]
-        if any(t is None for t in traces):
-            continue
-        errors = [t["error"] for t in traces if "error" in t]
-        if errors:
-            failed.append({"id": case["id"], "error": errors[0]})
+        if not complete(case, traces, failed):
             continue
         row = {k: case[k] for k in CASE_KEYS}
         row.update({k: case[k] for k in FAMILY_KEYS if k in case})
@@ -244,11 +250,7 @@ def trace_dit(python: Path, environment: dict, cases: list[dict], out: Path, qui
         rows, failed = [], []
         for case in cases:
             traces = [results.get(j["id"]) for j in dit.jobs(case)]
-            if any(t is None for t in traces):
-                continue
-            errors = [t["error"] for t in traces if "error" in t]
-            if errors:
-                failed.append({"id": case["id"], "error": errors[0]})
+            if not complete(case, traces, failed):
                 continue
             row = {k: case[k] for k in DIT_KEYS if k in case}
             row["points"] = {",".join(map(str, t["point"])) or "full": {k: v for k, v in t.items()

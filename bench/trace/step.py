@@ -585,15 +585,20 @@ def trace(case):
     }
 
 
-def main() -> int:
+def serve(trace_case) -> int:
+    """Trace each case of the JSON list on stdin; one JSON line per result."""
     cases = json.load(sys.stdin)
     for case in cases:
         try:
-            result = trace(case)
+            result = trace_case(case)
         except Exception as error:  # one failed case must not stop the grid
             result = {"id": case["id"], "error": f"{type(error).__name__}: {str(error)[:300]}"}
         print(json.dumps(result), flush=True)
     return 0
+
+
+def main() -> int:
+    return serve(trace)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ the weights and the pass's peak.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
@@ -53,7 +52,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from step import (_adapter_to_base_dtype, _category_bytes, _total,  # noqa: E402
+from step import (_adapter_to_base_dtype, _category_bytes, _total, serve,  # noqa: E402
                   frozen_params_hookable, same_device_moves_skipped)
 
 DIFFUSERS_CLASSES = {"flux": "FluxTransformer2DModel", "sd3": "SD3Transformer2DModel",
@@ -265,14 +264,7 @@ def trace(case):
 
 
 def main() -> int:
-    cases = json.load(sys.stdin)
-    for case in cases:
-        try:
-            result = trace(case)
-        except Exception as error:  # one failed case must not stop the grid
-            result = {"id": case["id"], "error": f"{type(error).__name__}: {str(error)[:300]}"}
-        print(json.dumps(result), flush=True)
-    return 0
+    return serve(trace)
 
 
 if __name__ == "__main__":
