@@ -133,3 +133,29 @@ def test_wan_14b_at_81_frames_on_8xh100_is_held_to_the_traced_activations(data):
     plan = api.solve({"gpus": "8xH100", "model": "wan2.1-t2v-14b", "framework": "flow-factory",
                      "resolution": "480x832", "frames": 81}, kb=kb)
     assert plan.status == "infeasible"
+
+
+def _kb_match_values(text: str, let: str) -> dict[str, float]:
+    """The per-family values of a `let NAME: count = match model.family {...}`."""
+    import re
+    body = re.search(rf"let {let}: count = match model\.family \{{([^}}]*)\}}", text).group(1)
+    return {k: float(v) for k, v in re.findall(r'"([^"]+)" => ([0-9.]+)', body)}
+
+
+def test_the_kb_activation_constants_are_the_ones_the_committed_grid_gives(data):
+    """kb/core/diffusion.kb's per-family constants and the flux script's
+    default-target extras equal what bench/trace_dit_constants.py derives
+    from the committed grid (to the KB's one decimal): a regenerated grid
+    without the KB updated fails here."""
+    from importlib import resources
+
+    from bench import trace_dit_constants as constants
+    derived = constants.derive(data)
+    core = resources.files("kbsolve").joinpath("kb/core/diffusion.kb").read_text(encoding="utf-8")
+    for let in constants.LETS:
+        stated = _kb_match_values(core, let)
+        for family, value in derived[let].items():
+            assert stated[family] == pytest.approx(value, abs=0.051), (let, family, value)
+    memory = resources.files("kbsolve").joinpath("kb/diffusers/memory.kb").read_text(encoding="utf-8")
+    extra = derived["flux_default_targets_extra"]
+    assert f"* {extra['per_dual_block']:.1f} + {extra['once']:.1f})" in memory

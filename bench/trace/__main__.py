@@ -237,7 +237,7 @@ def trace_part(python: Path, environment: dict, cases: list[dict], out: Path, qu
 
 
 DIT_KEYS = ("id", "phase", "model", "family", "method", "lora_targets", "checkpointing", "batch", "height", "width",
-            "frames", "text_tokens", "lora_rank", "full_blocks", "encoder_type", "vae_class", "direction")
+            "frames", "text_tokens", "lora_rank", "full_blocks", "encoder_type", "vae_class", "direction", "cuda_autocast")
 
 
 def trace_dit(python: Path, environment: dict, cases: list[dict], out: Path, quick: bool) -> None:

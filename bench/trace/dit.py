@@ -148,7 +148,11 @@ def cases(full: bool = True) -> list[dict]:
                     "config": spec["config"], "full_blocks": spec["blocks"],
                     "method": "lora" if targets else method, "lora_targets": targets,
                     "checkpointing": gc, "batch": batch, "height": h, "width": w, "frames": f,
-                    "text_tokens": spec["text_tokens"], "lora_rank": LORA_RANK})
+                    "text_tokens": spec["text_tokens"], "lora_rank": LORA_RANK,
+                    # diffusers' scripts (accelerate's native AMP) and Flow-Factory
+                    # (trainers/abc.py: torch.autocast(device_type, bf16)) train
+                    # under CUDA autocast: its float32 list (cuda_autocast.py)
+                    "cuda_autocast": True})
     for name, spec in ENCODERS.items():
         key, layers = spec["layers"]
         out.append({"id": f"{name}-encode-b1-t{spec['text_tokens']}", "phase": "encode", "model": name,

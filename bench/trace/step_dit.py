@@ -52,6 +52,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_autocast import cuda_policy  # noqa: E402
 from step import (_adapter_to_base_dtype, _category_bytes, _total, serve,  # noqa: E402
                   frozen_params_hookable, same_device_moves_skipped)
 
@@ -144,17 +145,21 @@ class _Again(torch.nn.Module):
         return self.inner(**kwargs)
 
 
-def micro_batch(model, latents, kwargs):
-    """One forward under bf16 autocast, the flow-matching loss, backward."""
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        noise = torch.randn_like(latents)
-        sigma = torch.rand(latents.shape[0]).view(-1, *([1] * (latents.ndim - 1)))
-        noisy = ((1 - sigma) * latents + sigma * noise).to(latents.dtype)
-        pred = model(hidden_states=noisy, return_dict=False, **kwargs)[0]
-        target = noise - latents
-        loss = torch.mean((pred.float() - target.float()) ** 2)
-    del pred, noisy, noise
-    loss.backward()
+def micro_batch(model, latents, kwargs, cuda_autocast=False):
+    """One forward under bf16 autocast (CUDA's float32 list when asked), the
+    flow-matching loss, backward."""
+    # the policy stays on through backward: checkpointing recomputes a block
+    # there under the autocast state it saved, as on CUDA
+    with cuda_policy(cuda_autocast):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            noise = torch.randn_like(latents)
+            sigma = torch.rand(latents.shape[0]).view(-1, *([1] * (latents.ndim - 1)))
+            noisy = ((1 - sigma) * latents + sigma * noise).to(latents.dtype)
+            pred = model(hidden_states=noisy, return_dict=False, **kwargs)[0]
+            target = noise - latents
+            loss = torch.mean((pred.float() - target.float()) ** 2)
+        del pred, noisy, noise
+        loss.backward()
 
 
 def train_trace(case):
@@ -173,13 +178,13 @@ def train_trace(case):
             tracker.track_external(model, optimizer)
             with tracker:
                 states = _category_bytes(tracker.get_tracker_snapshot("current"), ("PARAM", "BUFFER"))
-                micro_batch(model, latents, kwargs)
+                micro_batch(model, latents, kwargs, case.get("cuda_autocast", False))
                 fb_peak = tracker.get_tracker_snapshot("peak")
                 grads = _category_bytes(tracker.get_tracker_snapshot("current"), ("GRAD",))
                 # a second micro-batch before the step (gradient accumulation, as
                 # Flow-Factory's trainers always do): its forward and backward run
                 # beside the first one's gradients
-                micro_batch(_Again(model), latents, kwargs)
+                micro_batch(_Again(model), latents, kwargs, case.get("cuda_autocast", False))
                 fb_peak_accum = _total(tracker.get_tracker_snapshot("peak"))
                 # the step's own peak: at reduced depth the forward/backward may
                 # peak higher than the step, and a cumulative peak would hide the
