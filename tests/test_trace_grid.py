@@ -381,3 +381,30 @@ def test_ppo_generation_is_memory_bound_and_shared_by_its_epochs():
     assert ppo[1].terms["ppo_generation"] > ppo[1].terms["gemms"]  # decode dominates a rollout
     assert ppo[4].step_time_s < ppo[1].step_time_s and ppo[4].step_time_s > sft.step_time_s
     assert ppo[4].mfu < sft.mfu
+
+
+def test_trace_compare_names_the_worst_rows_and_their_mechanism():
+    """Per group the 10 rows of largest |error|, each with the mechanism its
+    case belongs to (read from the case, not the error), and figures per
+    mechanism."""
+    summary = trace_compare.summarise(trace_compare.evaluate(
+        [trace_compare.DATA, trace_compare.FAMILY_DATA], models=("qwen3-0.6b", "mixtral-8x7b", "mistral-7b-v0.1")))
+    names = [name for name, _ in trace_compare.MECHANISMS]
+    for group, rows in summary["worst_rows"].items():
+        assert len(rows) == trace_compare.WORST_ROWS, group
+        errors = [abs(r["error"]) for r in rows]
+        assert errors == sorted(errors, reverse=True)
+        assert all(r["mechanism"] in names for r in rows)
+    assert set(summary["mechanisms"]) <= set(names)
+    by_id = {c["id"]: c for c in grid.cases() + grid.family_cases()}
+    assert trace_compare.mechanism(by_id["mistral-7b-v0.1-sft-lora_all-gc-sdpa-b1-s8192"]) == \
+        "sliding window past the sequence"
+    assert trace_compare.mechanism(by_id["mixtral-8x7b-sft-lora_all-gc-sdpa-b1-s1024"]) == "MoE layer recomputed"
+    assert trace_compare.mechanism(by_id["qwen3-0.6b-rm-lora_all-gc-sdpa-b1-s1024"]) == \
+        "RM: value head, pairwise rows"
+    assert trace_compare.mechanism(by_id["qwen3-0.6b-kto-lora_all-gc-sdpa-b1-s1024"]) == \
+        "KTO: KL rows and reference forwards"
+    assert trace_compare.mechanism(by_id["gpt2-xl-sft-lora_all-nogc-sdpa-b1-s1024"]) == \
+        "GPT-2: learned positions, Conv1D, GELU"
+    assert trace_compare.mechanism(by_id["qwen3-0.6b-sft-lora_all-gc-sdpa-b1-s1024"]) == \
+        "LoRA, checkpointed layers"
