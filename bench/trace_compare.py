@@ -224,18 +224,20 @@ def _window_passed(case: dict) -> bool:
 
 # Which mechanism a row's residual belongs to, read from the case (never from
 # its error): the first that applies. They are the mechanisms issue 23 names
-# (MoE recomputation, sliding windows, GPT-2, RM's value head, KTO's KL rows)
+# (MoE recomputation, sliding windows, GPT-2, RM's value head, KTO's KL rows;
+# a task's own tensors before the model's MoE layers, as a Mixtral KTO row's
+# residual is KTO's: Mixtral's SFT rows are within 2 %)
 # and the code paths the terms are written per (eager scores, LoRA without
 # checkpointing, fp32 full and freeze tuning).
 MECHANISMS = (
     ("sliding window past the sequence", _window_passed),
     ("GPT-2: learned positions, Conv1D, GELU", lambda c: c["model_type"] == "gpt2"),
     ("Falcon / BLOOM: multi-query, ALiBi", lambda c: c["model_type"] in ("falcon", "bloom")),
-    ("MoE layer recomputed", lambda c: _moe(c) and c["checkpointing"]),
-    ("MoE layer, no checkpointing", lambda c: _moe(c)),
     ("RM: value head, pairwise rows", lambda c: c["task"] == "rm"),
     ("KTO: KL rows and reference forwards", lambda c: c["task"] == "kto"),
     ("PPO rollout", lambda c: c["task"] == "ppo"),
+    ("MoE layer recomputed", lambda c: _moe(c) and c["checkpointing"]),
+    ("MoE layer, no checkpointing", lambda c: _moe(c)),
     ("eager attention scores", lambda c: c["attention"] == "eager"),
     ("full / freeze: fp32 weights, autocast copies", lambda c: c["method"] in ("full", "freeze")),
     ("LoRA without checkpointing", lambda c: not c["checkpointing"]),

@@ -404,6 +404,8 @@ def test_trace_compare_names_the_worst_rows_and_their_mechanism():
     assert trace_compare.mechanism(by_id["mistral-7b-v0.1-sft-lora_all-gc-sdpa-b1-s8192"]) == \
         "sliding window past the sequence"
     assert trace_compare.mechanism(by_id["mixtral-8x7b-sft-lora_all-gc-sdpa-b1-s1024"]) == "MoE layer recomputed"
+    assert trace_compare.mechanism(by_id["mixtral-8x7b-kto-lora_all-gc-sdpa-b1-s1024"]) == \
+        "KTO: KL rows and reference forwards"
     assert trace_compare.mechanism(by_id["qwen3-0.6b-rm-lora_all-gc-sdpa-b1-s1024"]) == \
         "RM: value head, pairwise rows"
     assert trace_compare.mechanism(by_id["qwen3-0.6b-kto-lora_all-gc-sdpa-b1-s1024"]) == \
