@@ -22,6 +22,10 @@ totals are scored). Targets (issue 23): median |error| <= 3 %,
 worst <= 10 % per group. Also the task ratios: each task's peak over the SFT
 peak of the same model, method and shape, traced and estimated.
 
+Besides the figures it prints, per group, the worst 10 rows with the
+mechanism each belongs to (`MECHANISMS`: read from the case, first match),
+and the activations' and totals' median and worst per mechanism.
+
 Rows whose CPU trace takes a code path no CUDA kernel takes
 (grid.cpu_only_fallback: SDPA with attention dropout, GPT-2's attn_pdrop, or
 with unequal query and value head dims, DeepSeek-V2's MLA, where torch's CPU
@@ -203,6 +207,71 @@ def subset(case: dict) -> str:
     return "catalog"
 
 
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def _moe(case: dict) -> bool:
+    from bench.trace import grid
+    config = grid.case_config(case)
+    return max((config.get(k) or 0) for k in EXPERT_KEYS) > 1
+
+
+def _window_passed(case: dict) -> bool:
+    from bench.trace import grid
+    window = grid.case_config(case).get("sliding_window")
+    return bool(window) and window < case["seq"]
+
+
+# Which mechanism a row's residual belongs to, read from the case (never from
+# its error): the first that applies. They are the mechanisms issue 23 names
+# (MoE recomputation, sliding windows, GPT-2, RM's value head, KTO's KL rows;
+# a task's own tensors before the model's MoE layers, as a Mixtral KTO row's
+# residual is KTO's: Mixtral's SFT rows are within 2 %)
+# and the code paths the terms are written per (eager scores, LoRA without
+# checkpointing, fp32 full and freeze tuning).
+MECHANISMS = (
+    ("sliding window past the sequence", _window_passed),
+    ("GPT-2: learned positions, Conv1D, GELU", lambda c: c["model_type"] == "gpt2"),
+    ("Falcon / BLOOM: multi-query, ALiBi", lambda c: c["model_type"] in ("falcon", "bloom")),
+    ("RM: value head, pairwise rows", lambda c: c["task"] == "rm"),
+    ("KTO: KL rows and reference forwards", lambda c: c["task"] == "kto"),
+    ("PPO rollout", lambda c: c["task"] == "ppo"),
+    ("MoE layer recomputed", lambda c: _moe(c) and c["checkpointing"]),
+    ("MoE layer, no checkpointing", lambda c: _moe(c)),
+    ("eager attention scores", lambda c: c["attention"] == "eager"),
+    ("full / freeze: fp32 weights, autocast copies", lambda c: c["method"] in ("full", "freeze")),
+    ("LoRA without checkpointing", lambda c: not c["checkpointing"]),
+    ("LoRA, checkpointed layers", lambda c: True),
+)
+WORST_ROWS = 10
+
+
+def mechanism(case: dict) -> str:
+    return next(name for name, applies in MECHANISMS if applies(case))
+
+
+def worst_rows(rows: list[dict], count: int = WORST_ROWS) -> dict[str, list[dict]]:
+    """The `count` rows of each group with the largest |error| (the activations
+    and totals without the rows scored apart), with their mechanism."""
+    out = {}
+    for group in TRACED:
+        scored = [r for r in rows if r["errors"][group] is not None
+                  and (group not in APART_GROUPS or not r.get("apart"))]
+        scored.sort(key=lambda r: -abs(r["errors"][group]))
+        out[group] = [{"id": r["id"], "error": r["errors"][group], "mechanism": mechanism(r["case"]),
+                       "kb_gib": r["kb"][group] / GIB, "traced_gib": r["traced"][group] / GIB}
+                      for r in scored[:count]]
+    return out
+
+
+def mechanism_figures(rows: list[dict]) -> dict[str, dict]:
+    """Median and worst |error| of the activations and totals per mechanism."""
+    names = [name for name, _ in MECHANISMS]
+    found = {mechanism(r["case"]) for r in rows}
+    return {name: group_figures([r for r in rows if mechanism(r["case"]) == name])
+            for name in names if name in found}
+
+
 def group_figures(rows: list[dict], apart: bool = False) -> dict[str, dict]:
     """Median and worst |error| per group, with the worst case's id; the
     activations and totals leave out the rows scored apart (or, with
@@ -271,7 +340,8 @@ def summarise(result: dict, by_subset: bool = False) -> dict:
     out = {"cases": len(rows), "failed": len(result["failed"]),
            "environment": result["environment"], "groups": group_figures(rows),
            "total_by_task": by_task, "task_ratios": task_ratios(rows),
-           "scored_apart": apart_figures(rows)}
+           "scored_apart": apart_figures(rows), "worst_rows": worst_rows(rows),
+           "mechanisms": mechanism_figures(rows)}
     if by_subset:
         names = sorted({subset(r["case"]) for r in rows})
         out["subsets"] = {n: group_figures([r for r in rows if subset(r["case"]) == n]) for n in names}
@@ -299,6 +369,15 @@ def _print(summary: dict) -> None:
     for k, v in summary["task_ratios"].items():
         print(f"  {k:<12} memory {v['traced']:.2f} vs {v['kb']:.2f}; "
               f"time {v['traced_flops']:.2f} vs {v['kb_step_time']:.2f} ({v['pairs']} pairs)")
+    print("by mechanism (median |err| / worst, cases; activations on LoRA rows only):")
+    for name, groups in summary["mechanisms"].items():
+        print(f"  {name}: " + "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%} ({f['cases']})"
+                                        for g, f in groups.items() if g in APART_GROUPS))
+    for group in TRACED:
+        print(f"worst {len(summary['worst_rows'][group])} rows, {group}:")
+        for row in summary["worst_rows"][group]:
+            print(f"  {row['error']:+7.1%}  {row['id']:<55} {row['kb_gib']:8.2f} vs {row['traced_gib']:8.2f} GiB"
+                  f"  {row['mechanism']}")
     for name, groups in summary.get("subsets", {}).items():
         print(f"{name}: " + "; ".join(f"{g} {f['median']:.1%} / {f['worst']:+.1%} ({f['cases']})"
                                      for g, f in groups.items()))

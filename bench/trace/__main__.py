@@ -37,7 +37,8 @@ FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient"
            "step_peak", "peak", "flops")
 CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lora_rank",
              "checkpointing", "attention", "batch", "seq", "reference", "full_layers")
-FAMILY_KEYS = ("upcast", "offload_checkpoints", "attention_dropout_off")  # family-grid cases only
+FAMILY_KEYS = ("upcast", "offload_checkpoints", "attention_dropout_off",  # family-grid cases only
+               "vocab")  # --vocab: a reduced vocabulary
 
 
 def run_step(python: Path, cases: list[dict], progress=None, script: Path = STEP) -> dict[str, dict]:
@@ -177,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="only these grid models (comma list), e.g. to split "
                         "the grid over processes")
     parser.add_argument("--cases", help="only these grid case ids (comma list)")
+    parser.add_argument("--vocab", type=int, metavar="N",
+                        help="trace with an N-token vocabulary (needs --cases and --out): the loss "
+                        "path falls below the layers' own peak, which the trace then shows")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="FILE",
                         help="combine grid files of split runs into --out (CPU times add up)")
     args = parser.parse_args(argv)
@@ -202,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             sys.exit(f"bench.trace: unknown case id {sorted(unknown)[0]!r}")
         selected = {p: [c for c in cases if c["id"] in wanted] for p, cases in selected.items()}
+    if args.vocab:
+        if not (args.cases and args.out):
+            sys.exit("bench.trace: --vocab needs --cases and --out (it is not the grid's model)")
+        selected = {p: [small_vocab(c, args.vocab) for c in cases] for p, cases in selected.items()}
     environment = venv.versions(python)
     for part, cases in selected.items():
         if cases and part == "dit":
@@ -209,6 +217,14 @@ def main(argv: list[str] | None = None) -> int:
         elif cases:
             trace_part(python, environment, cases, args.out or PARTS[part][1], args.quick)
     return 0
+
+
+def small_vocab(case: dict, vocab: int) -> dict:
+    """The case with an N-token vocabulary: the same layers, a loss path N /
+    vocab as large. The padding id goes inside it (Phi-3's config class
+    defaults to 32000, which the embedding refuses past its rows); padding
+    changes no tensor size."""
+    return dict(case, config=dict(case["config"], vocab_size=vocab, pad_token_id=0), vocab=vocab)
 
 
 def trace_part(python: Path, environment: dict, cases: list[dict], out: Path, quick: bool) -> None:

@@ -41,6 +41,7 @@ The setup follows LlamaFactory at ff6d4d12 (each step cites its line):
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import sys
 
@@ -529,6 +530,28 @@ def _total(snapshot):
     return int(by_device.get("Total", 0))
 
 
+def collect_cycles_per_layer(model) -> None:
+    """Run Python's cycle collector as each decoder layer starts (its forward,
+    and under reentrant checkpointing its recompute in backward). Some tensor of
+    each layer's backward is freed only by the cycle collector (a reference
+    cycle, not a reference count), so without this the peak holds as many of
+    them as the collector has not yet reached: the figures depended on where
+    its thresholds fell, i.e. on the cases traced before in the same process
+    (Mixtral's and Mistral's RM rows held one extra layer input per layer, 2x
+    the checkpoint's bytes per layer, in grid.json of 2026-12-02). A training
+    process creates thousands of Python objects per layer, so its collector
+    runs about once per layer: this frees them as promptly, and makes the
+    trace independent of what ran before."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    def collect(module, args):
+        gc.collect()  # a forward pre-hook's return value would replace the inputs
+
+    for module in model.modules():
+        if isinstance(module, GradientCheckpointingLayer):
+            module.register_forward_pre_hook(collect)
+
+
 def trace(case):
     """One training step; sizes in bytes: the persistent states (parameters,
     gradients after backward, optimizer states after the step), the forward and
@@ -542,6 +565,7 @@ def trace(case):
             model._set_gradient_checkpointing(enable=True, gradient_checkpointing_func=trainable_layers_checkpointed)
         model = setup_method(model, case)
         model.train()
+        collect_cycles_per_layer(model)
         extra = []
         if case["task"] in ("rm", "ppo"):
             case["value_head"] = torch.nn.Linear(case["config"]["hidden_size"], 1, dtype=torch.float32)
@@ -589,6 +613,7 @@ def serve(trace_case) -> int:
     """Trace each case of the JSON list on stdin; one JSON line per result."""
     cases = json.load(sys.stdin)
     for case in cases:
+        gc.collect()  # each case starts from the same collector state (collect_cycles_per_layer)
         try:
             result = trace_case(case)
         except Exception as error:  # one failed case must not stop the grid
