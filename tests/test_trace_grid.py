@@ -501,3 +501,29 @@ def test_reward_stage_trains_no_lm_head():
     sft_full = [r for r in result["rows"] if r["case"]["task"] == "sft" and r["case"]["method"] == "full"]
     for row in sft_full:
         assert abs(row["errors"]["gradients"]) < 0.005, row["id"]
+
+
+def test_liger_writes_the_swiglu_gradients_over_its_saved_operands(tmp_path):
+    """Liger's SwiGLU backward stores da and db into the saved a and b
+    (liger_kernel/ops/swiglu.py _swiglu_backward_kernel), so the recomputed
+    layer of a checkpointed LoRA run holds 2i bytes per token of new gradients,
+    not the PyTorch path's 8i. On a traced row (Llama 3 8B, vocabulary 256: the
+    recomputed layer is the peak), Liger on drops the activations by what its
+    kernels save in the layer (4h of RMSNorm, 2i of the SiLU output) plus those
+    6i, within 3 % (the rest is the fused loss's small logits path)."""
+    from kbsolve import api
+    data = json.loads(RECOMPUTE_DATA.read_text(encoding="utf-8"))
+    case = next(c for c in data["cases"] if c["model"] == "llama3-8b")
+    kb = api.load_kb()
+    query = {"gpus": "1xH200", "model": _config_json(tmp_path, case), "framework": "llamafactory",
+             "seq_len": case["seq"], "headroom": 0.0}
+    config = json.loads(Path(query["model"]).read_text(encoding="utf-8"))
+
+    def activations(liger: bool) -> float:
+        settings = dict(trace_compare.settings(case), enable_liger_kernel=liger, use_unsloth=False)
+        estimate = api.estimate(query, settings, kb)
+        return sum(t.gib * 2**30 for t in estimate.memory.breakdown if t.term == "activations")
+
+    tokens = case["batch"] * case["seq"]
+    expected = (4 * config["hidden_size"] + 8 * config["intermediate_size"]) * tokens
+    assert activations(False) - activations(True) == pytest.approx(expected, rel=0.03)
