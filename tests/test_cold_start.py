@@ -146,3 +146,29 @@ def test_a_cached_plan_imports_no_parser_of_files_it_does_not_read(tmp_path):
                               cwd=tmp_path, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["optimal"], done.stdout
+
+
+THRESHOLDS = """
+import gc, os, runpy, sys
+sys.argv = ["kbsolve", "--help"]
+os._exit = sys.exit  # the command ends the process itself: not here
+try:
+    runpy.run_module("kbsolve", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+print("thresholds", *gc.get_threshold())
+"""
+
+
+def test_the_command_runs_with_fewer_collector_passes(tmp_path):
+    """`python -m kbsolve` (and the `kbsolve` script, through main) raises the young
+    generation's threshold for its own process (cli/__init__.py); a program that only
+    imports kbsolve keeps its settings."""
+    from kbsolve.cli import GC_THRESHOLDS
+    done = _run(THRESHOLDS, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-4:] == ["thresholds", *map(str, GC_THRESHOLDS)]
+    library = _run("import gc, kbsolve.cli.main, kbsolve.api; gc.set_threshold(1234, 5, 6); "
+                   "kbsolve.cli.main.main(['--help']); print(*gc.get_threshold())", tmp_path)
+    assert library.returncode == 0, library.stderr
+    assert library.stdout.split()[-3:] == ["1234", "5", "6"]
