@@ -172,3 +172,25 @@ def test_the_command_runs_with_fewer_collector_passes(tmp_path):
                    "kbsolve.cli.main.main(['--help']); print(*gc.get_threshold())", tmp_path)
     assert library.returncode == 0, library.stderr
     assert library.stdout.split()[-3:] == ["1234", "5", "6"]
+
+
+def test_the_cached_kb_unpickles_its_tests_and_checks_on_first_use():
+    """Tables no plan reads stay pickled inside the unpickled KB until read; read, they
+    equal the built KB's, and a KB pickled again with them unread keeps them."""
+    import pickle
+
+    from kbsolve.api import load_kb
+    from kbsolve.dsl.kb import LAZY_TABLES
+
+    built = load_kb(use_cache=False)
+    loaded = pickle.loads(pickle.dumps(built))
+    assert sorted(loaded.__dict__["_pickled"]) == sorted(LAZY_TABLES) == ["checks", "tests"]
+    assert not set(LAZY_TABLES) & set(loaded.__dict__)
+    again = pickle.loads(pickle.dumps(loaded))  # unread: passed on still pickled
+    assert sorted(again.__dict__["_pickled"]) == ["checks", "tests"]
+    assert loaded.tests == built.tests and len(loaded.tests) > 100
+    assert loaded.__dict__["_pickled"].keys() == {"checks"}
+    assert again == built  # every field, the lazy ones read on the way
+    assert not again.__dict__.get("_pickled")
+    with pytest.raises(AttributeError):
+        loaded.no_such_table
