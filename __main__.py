@@ -2,6 +2,10 @@
 
 import sys
 
-from kbsolve.cli.main import main
+from kbsolve.cli import start
+
+start()  # before the command's imports
+
+from kbsolve.cli.main import main  # noqa: E402
 
 sys.exit(main())

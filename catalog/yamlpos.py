@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
-
-import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from typing import TYPE_CHECKING, Any
 
 from kbsolve.diagnostics import Diagnostic, KbError, Note, SourceCache, Span
 
@@ -23,6 +20,9 @@ MAX_NODES = 200_000
 MAX_DEPTH = 100
 
 Positions = dict[tuple, Span]
+
+if TYPE_CHECKING:  # yaml itself loads when a file is parsed: a plan from the KB cache reads none
+    from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
@@ -93,6 +93,7 @@ def load_yaml(source: str | bytes | os.PathLike, *, file: str | None = None,
         text = decode_text(data, file, max_bytes)
     cache = sources if sources is not None else SourceCache()
     cache.add(file, text)
+    import yaml
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
@@ -124,7 +125,9 @@ class _Builder:
         self.count = 0
         self.active: set[int] = set()  # nodes on the current path (recursion check)
         self.positions: Positions = {}
+        import yaml
         self.ctor = yaml.constructor.SafeConstructor()
+        self.yaml_error = yaml.YAMLError
 
     def span(self, node: Node) -> Span:
         s, e = node.start_mark, node.end_mark
@@ -140,15 +143,16 @@ class _Builder:
                              f"(more than {self.max_nodes} nodes)", node)
         if depth > MAX_DEPTH:
             raise self.error(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", node)
-        if isinstance(node, ScalarNode):
+        # node.id names the composer's node classes (scalar, sequence, mapping)
+        if node.id == "scalar":
             return self.scalar(node)
         if id(node) in self.active:
             raise self.error("YAML alias refers to itself (recursive data)", node)
         self.active.add(id(node))
         try:
-            if isinstance(node, SequenceNode) and node.tag == _SEQ_TAG:
+            if node.id == "sequence" and node.tag == _SEQ_TAG:
                 return self.sequence(node, path, depth)
-            if isinstance(node, MappingNode) and node.tag == _MAP_TAG:
+            if node.id == "mapping" and node.tag == _MAP_TAG:
                 return self.mapping(node, path, depth)
             raise self.error(f"unsupported YAML tag '{node.tag}'", node)
         finally:
@@ -157,7 +161,7 @@ class _Builder:
     def scalar(self, node: ScalarNode) -> Any:
         try:
             return self.ctor.construct_object(node, deep=True)
-        except yaml.YAMLError as e:
+        except self.yaml_error as e:
             problem = getattr(e, "problem", None) or str(e)
             raise self.error(f"YAML error: {problem}", node) from None
 
@@ -172,16 +176,16 @@ class _Builder:
         out: dict = {}
         merges = [v for k, v in node.value if k.tag == _MERGE_TAG]
         for merge in merges:  # `<<: *base`: explicit keys win, earlier merges win
-            sources = merge.value if isinstance(merge, SequenceNode) else [merge]
+            sources = merge.value if merge.id == "sequence" else [merge]
             for src in reversed(sources):
-                if not isinstance(src, MappingNode):
+                if src.id != "mapping":
                     raise self.error("YAML merge key '<<' needs a mapping or a list of mappings", src)
                 out.update(self.build(src, path, depth + 1))
         seen: dict = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
                 continue
-            if not isinstance(key_node, ScalarNode):
+            if key_node.id != "scalar":
                 raise self.error("mapping keys must be plain scalars", key_node)
             self.count += 1
             key = self.scalar(key_node)

@@ -13,6 +13,7 @@ import click
 
 from kbsolve import api
 from kbsolve.api import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
+from kbsolve.cli import start
 from kbsolve.cli.agents import mcp_command, skill_command
 from kbsolve.cli.audit import audit_command, fix_command
 from kbsolve.cli.kbcmd import kb_group
@@ -107,7 +108,9 @@ cli.add_command(skill_command)
 
 def main(argv: list[str] | None = None) -> int:
     """The command; `argv` None: the program itself (`kbsolve`, `python -m kbsolve`),
-    which ends the process here."""
+    which owns its process (cli/__init__.py start) and ends it here."""
+    if argv is None:
+        start()  # again for the `kbsolve` script, which imported this module first
     code = guarded(cli, argv if argv is not None else sys.argv[1:])
     if argv is None:
         exit_now(code)

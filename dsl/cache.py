@@ -17,8 +17,6 @@ import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
-from platformdirs import user_cache_dir
-
 CACHE_ENV = "KBSOLVE_CACHE_DIR"
 _MAGIC = b"kbsolve-kb-cache-v1\n"
 _LOADED: OrderedDict[bytes, object] = OrderedDict()
@@ -26,7 +24,11 @@ _LOADED_MAX = 4
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or user_cache_dir("kbsolve"))
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen:
+        return Path(chosen)
+    from platformdirs import user_cache_dir  # only then (about 5 ms of a cold start)
+    return Path(user_cache_dir("kbsolve"))
 
 
 class KbCache:

@@ -7,6 +7,7 @@ where the scope is a framework or `core`.
 from __future__ import annotations
 
 import functools
+import pickle
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -358,6 +359,24 @@ class Test:
     meta: Meta
 
 
+# Tables no plan reads (the KB's own tests; the audit's checklist): a pickled KB holds each
+# as a pickle of its own, unpickled on first use, so that a plan from the KB cache does not
+# build their objects (issue 25: tests and checks are ~40 % of the cached KB's objects)
+LAZY_TABLES = ("tests", "checks")
+
+
+class Pickled:
+    """A table of a pickled KB, still pickled (KnowledgeBase.__setstate__)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __reduce__(self):
+        return Pickled, (self.data,)
+
+
 @dataclass(frozen=True)
 class KnowledgeBase:
     frameworks: dict[str, Framework]
@@ -385,8 +404,34 @@ class KnowledgeBase:
     roles: dict[str, Role] = field(default_factory=dict)  # scope.name -> role (roles.py)
 
     def __getstate__(self) -> dict:
-        """Pickled without the evaluator's caches (program/evaluate.py)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_evaluation"}
+        """Pickled without the evaluator's caches (program/evaluate.py); LAZY_TABLES each
+        as a pickle of its own (one never read since this KB was unpickled stays as read)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_evaluation", "_pickled")}
+        pending = self.__dict__.get("_pickled", {})
+        for name in LAZY_TABLES:
+            if name in state:
+                state[name] = Pickled(pickle.dumps(state[name], protocol=pickle.HIGHEST_PROTOCOL))
+            elif name in pending:
+                state[name] = Pickled(pending[name])
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        pending = {name: state.pop(name).data for name in LAZY_TABLES
+                   if isinstance(state.get(name), Pickled)}
+        self.__dict__.update(state)
+        if pending:
+            self.__dict__["_pickled"] = pending
+
+    def __getattr__(self, name: str):
+        """A table __setstate__ left pickled, unpickled on its first use (only attributes
+        not found otherwise come here)."""
+        pending = self.__dict__.get("_pickled")
+        if not pending or name not in pending:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        value = pickle.loads(pending[name])
+        object.__setattr__(self, name, value)  # frozen: set once, as the cached tables are
+        pending.pop(name, None)
+        return value
 
     def formulas(self):
         """Every checked formula of the KB, lets included."""

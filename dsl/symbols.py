@@ -9,9 +9,12 @@ no-keys and tests.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
-from kbsolve.dsl import ast
+
+if TYPE_CHECKING:  # annotations only; the vocabulary reads VOCABULARY without the AST classes
+    from kbsolve.dsl import ast
 
 _NAMESPACE = {"option": "value", "let": "value", "def": "value", "rule": "id", "warn": "id",
               "prefer": "id", "check": "id", "memory": "term", "speed": "term", "work": "term",

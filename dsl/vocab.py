@@ -22,13 +22,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
-from kbsolve.dsl import ast
 from kbsolve.dsl.kb import Meta
 from kbsolve.dsl.symbols import VOCABULARY
 from kbsolve.dsl.types import UNITS, show_value as _show
+
+if TYPE_CHECKING:  # the builder's input; a vocabulary from the KB cache needs no AST classes
+    from kbsolve.dsl import ast
 
 # Where kbsolve reads each group's entries from: a catalog file, or the query.
 # The KB declares the fields; it cannot invent a place to read them from.
@@ -378,6 +380,7 @@ class _Builder:
         return tuple(out)
 
     def _when(self, decl: ast.Decl) -> When | None:
+        from kbsolve.dsl import ast
         clause = decl.clause("when")
         if clause is None:
             return None
@@ -418,6 +421,7 @@ class _Builder:
 
     def _default(self, decl: ast.Decl, spec: Field):
         """The default literal's value after checking it against the field, else None."""
+        from kbsolve.dsl import ast
         lit = decl.default
         what = f"field '{decl.name}'"
         if isinstance(lit, ast.Num):

@@ -23,9 +23,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-from packaging.requirements import InvalidRequirement, Requirement
-
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import PLACEHOLDER, Framework, KnowledgeBase
 from kbsolve.plan.emit_folder import Emitted, write_folder
@@ -140,6 +137,7 @@ def write_files(kb: KnowledgeBase, plan, directory: str, force: bool = False) ->
             elif plan.launch:
                 lines.append(plan.launch)
         elif spec.kind == "yaml" and content:
+            import yaml  # here: a plan fills its launch line from this module, never a file
             texts.setdefault(spec.path, []).append(yaml.safe_dump(content, sort_keys=False))
         elif spec.kind == "json" and content:
             texts.setdefault(spec.path, []).append(json.dumps(content, indent=2) + "\n")
@@ -200,6 +198,8 @@ def _flags(name: str, content: dict) -> list[str]:
 
 def _requirements(content: dict, file: str, spans: dict, docs: dict, path: str) -> str:
     """One requirement a line, each after its emit's doc as a comment (how to install it)."""
+    # imported here: a plan fills its launch line from this module and writes no file
+    from packaging.requirements import InvalidRequirement, Requirement
     lines = [f"# The packages this plan needs: pip install -r {path}"]
     for package, spec in content.items():
         if docs.get((file, package)):

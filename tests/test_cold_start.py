@@ -129,3 +129,68 @@ def test_main_with_arguments_returns_as_a_function(capsys):
     from kbsolve.cli.main import main
     assert main(["--help"]) == 0
     assert "Usage: kbsolve" in capsys.readouterr().out
+
+
+def test_a_cached_plan_imports_no_parser_of_files_it_does_not_read(tmp_path):
+    """A plan from the warm KB cache reads no YAML file, checks no requirement line, parses
+    no rule file and has its cache folder from KBSOLVE_CACHE_DIR: yaml, packaging, the
+    rule AST and platformdirs stay unimported (about 60 ms of a cold start). The first
+    run, which builds the cache, reads every YAML catalog through the same modules."""
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path / "cache")}
+    code = ("import sys; from kbsolve import api; "
+            "plan = api.solve({'gpus': '8xA100', 'model': 'wan14b', 'top': 0}); "
+            "print(plan.status, *sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('yaml', 'packaging', 'platformdirs') or m == 'kbsolve.dsl.ast'))")
+    for _ in range(2):  # the first fills the cache
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["optimal"], done.stdout
+
+
+THRESHOLDS = """
+import gc, os, runpy, sys
+sys.argv = ["kbsolve", "--help"]
+os._exit = sys.exit  # the command ends the process itself: not here
+try:
+    runpy.run_module("kbsolve", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+print("thresholds", *gc.get_threshold())
+"""
+
+
+def test_the_command_runs_with_fewer_collector_passes(tmp_path):
+    """`python -m kbsolve` (and the `kbsolve` script, through main) raises the young
+    generation's threshold for its own process (cli/__init__.py); a program that only
+    imports kbsolve keeps its settings."""
+    from kbsolve.cli import GC_THRESHOLDS
+    done = _run(THRESHOLDS, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-4:] == ["thresholds", *map(str, GC_THRESHOLDS)]
+    library = _run("import gc, kbsolve.cli.main, kbsolve.api; gc.set_threshold(1234, 5, 6); "
+                   "kbsolve.cli.main.main(['--help']); print(*gc.get_threshold())", tmp_path)
+    assert library.returncode == 0, library.stderr
+    assert library.stdout.split()[-3:] == ["1234", "5", "6"]
+
+
+def test_the_cached_kb_unpickles_its_tests_and_checks_on_first_use():
+    """Tables no plan reads stay pickled inside the unpickled KB until read; read, they
+    equal the built KB's, and a KB pickled again with them unread keeps them."""
+    import pickle
+
+    from kbsolve.api import load_kb
+    from kbsolve.dsl.kb import LAZY_TABLES
+
+    built = load_kb(use_cache=False)
+    loaded = pickle.loads(pickle.dumps(built))
+    assert sorted(loaded.__dict__["_pickled"]) == sorted(LAZY_TABLES) == ["checks", "tests"]
+    assert not set(LAZY_TABLES) & set(loaded.__dict__)
+    again = pickle.loads(pickle.dumps(loaded))  # unread: passed on still pickled
+    assert sorted(again.__dict__["_pickled"]) == ["checks", "tests"]
+    assert loaded.tests == built.tests and len(loaded.tests) > 100
+    assert loaded.__dict__["_pickled"].keys() == {"checks"}
+    assert again == built  # every field, the lazy ones read on the way
+    assert not again.__dict__.get("_pickled")
+    with pytest.raises(AttributeError):
+        loaded.no_such_table
