@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+from importlib import resources
 from pathlib import Path
 
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, SourceCache, Span)
@@ -21,11 +22,8 @@ PATH_ENV = "KBSOLVE_PATH"
 
 @functools.lru_cache(maxsize=1)
 def shipped_root() -> Path:
-    """Where the shipped KB is installed (it does not move while the process runs): beside
-    the package's modules, as importlib.resources.files("kbsolve") finds it for a package
-    on disk (the only kind the KB's paths ever worked for), without importing it (about
-    10 ms of a cold start)."""
-    return Path(__file__).parent.parent / "kb"
+    """Where the shipped KB is installed (it does not move while the process runs)."""
+    return Path(str(resources.files("kbsolve").joinpath("kb")))
 
 
 def kb_roots(extra: list[str | Path] | None = None) -> list[Path]:
