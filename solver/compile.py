@@ -149,19 +149,28 @@ class Compiler:
         values = [Fraction(evaluator.run(node, {**self.p.fixed, **dict(zip(deps, combo))}, {}))
                   for combo in itertools.product(*[self.p.choices[k] for k in deps])]
         self._bounds[id(node)] = (min(values), max(values))
-        return self._diagram(deps, values, leaf, 0, 0, {})
+        # blocks compared and remembered as tuples of small ints, one per distinct
+        # value (a Fraction's hash is computed afresh on every use)
+        distinct: dict = {}
+        codes = [distinct.setdefault(v, len(distinct)) for v in values]
+        firsts = list(distinct)
+        sizes = [1] * (len(deps) + 1)
+        for level in range(len(deps) - 1, -1, -1):
+            sizes[level] = sizes[level + 1] * len(self.p.choices[deps[level]])
+        return self._diagram(deps, codes, lambda code: leaf(firsts[code]), 0, 0, {}, sizes)
 
     def _diagram(self, deps: list[str], values: list, leaf, level: int, start: int,
-                 memo: dict):
+                 memo: dict, sizes: list[int]):
         """A block of equal values is one leaf; equal blocks are shared."""
-        size = math.prod(len(self.p.choices[k]) for k in deps[level:])
+        size = sizes[level]
         block = tuple(values[start:start + size])
-        if len(set(block)) == 1:
+        if block.count(block[0]) == size:
             return leaf(block[0])
         key = (level, block)
         if key not in memo:
-            stride = size // len(self.p.choices[deps[level]])
-            children = [self._diagram(deps, values, leaf, level + 1, start + j * stride, memo)
+            stride = sizes[level + 1]
+            children = [self._diagram(deps, values, leaf, level + 1, start + j * stride, memo,
+                                      sizes)
                         for j in range(len(self.p.choices[deps[level]]))]
             flags = self.flags[deps[level]]
             term = children[-1]

@@ -78,9 +78,15 @@ FEASIBILITY_BUDGET = 20_000  # branch-and-bound nodes before Z3 decides a candid
 
 def _feasible(problem: Problem) -> bool:
     """Some plan fits: a first-plan search of the branch and bound, Z3 only when its
-    counted budget runs out."""
+    counted budget runs out. A candidate whose least memory over the domains arc
+    consistency leaves overflows its GPUs (solver/bounds.py) is refused before the
+    search prepares its tables (about two thirds of a refused candidate's cost)."""
+    from kbsolve.solver.bounds import proven_infeasible
     from kbsolve.solver.search import Search
-    found = Search(problem).run(first=True, budget=FEASIBILITY_BUDGET)
+    search = Search(problem)
+    if proven_infeasible(search):
+        return False
+    found = search.run(first=True, budget=FEASIBILITY_BUDGET)
     if found.status == "budget":
         return CoreFinder(Model(problem)).clash() is None
     return found.chosen is not None
