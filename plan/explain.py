@@ -149,7 +149,10 @@ def _search_clash(search, bounds: ValueBounds, key: str, value, start: dict[str,
     value the memory bounds rule out is not searched for (arc consistency still
     names the rules where it empties a domain), and arc consistency runs only when
     the first feasibility search finds no plan (a plan it finds keeps every
-    value arc consistency would keep). Anything else is search.clash's own path."""
+    value arc consistency would keep). The steps and answers are search.clash's
+    (solver/search.py), in another order; a value arc consistency took out at the
+    root goes to search.clash itself."""
+    from kbsolve.solver.search import why_masks
     if not search.prepare():
         return None, None
     axis = search.keys.index(key)
@@ -158,14 +161,19 @@ def _search_clash(search, bounds: ValueBounds, key: str, value, start: dict[str,
             search.run(start=start, fixed={key: value}, budget=budget // 10, first=True)
         if found is not None and found.chosen is not None:
             return None, (found.chosen, found.metrics)
-        if found is None or found.status == "infeasible":
-            why: dict = {}
-            if search.domains({key: value}, why) is None:
-                return (sorted({why["empty"], *(r for r in why.values() if r != why["empty"])})[:3]
-                        if "empty" in why else ["memory:fit"]), None
-            return (["memory:fit", "memory:host_fit"] if search.host_terms else
-                    ["memory:fit"]), None
-    core = search.clash(key, value, start, budget)
+        why: dict = {}
+        if search.domains({key: value}, why) is None:
+            return (sorted({why["empty"], *(r for r in why.values() if r != why["empty"])})[:3]
+                    if "empty" in why else ["memory:fit"]), None
+        if found is not None and found.status == "budget":  # as search.clash: narrowed
+            found = search._narrowed(key, value, why_masks(search, key, value), start, budget)
+            if found.chosen is not None:
+                return None, (found.chosen, found.metrics)
+            if found.status == "budget":
+                return "budget", None
+        return (["memory:fit", "memory:host_fit"] if search.host_terms else
+                ["memory:fit"]), None
+    core = search.clash(key, value, start, budget)  # ruled out at the root: its reason
     return core, search.last_found
 
 

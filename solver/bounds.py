@@ -49,18 +49,22 @@ class ValueBounds:
         one table over exactly key and `others`."""
         cell = self.cells.get(name)
         s = self.s
-        if not isinstance(cell, Table) or cell.kind != "bool":
+        if cell is None or cell.kind != "bool":
             return None
         axis = s.tables.axis.get(key)
         if axis is None or axis not in cell.deps or \
                 {s.keys[a] for a in cell.deps} != {key, *others}:
             return None
-        found = self._supports.get((name, axis))
+        found = self._supports.get((name, axis), _MISSING)
+        if found is _MISSING:
+            array = _truth(cell, s.tables.sizes)
+            if array is not None:
+                i = cell.deps.index(axis)
+                rest = tuple(j for j in range(len(cell.deps)) if j != i)
+                array = array.any(axis=rest) if rest else array
+            found = self._supports[(name, axis)] = array
         if found is None:
-            i = cell.deps.index(axis)
-            rest = tuple(j for j in range(len(cell.deps)) if j != i)
-            array = np.asarray(cell.array, dtype=bool)
-            found = self._supports[(name, axis)] = array.any(axis=rest) if rest else array
+            return None
         return bool(found[s.p.choices[key].index(value)])
 
     # ---- the budgets alone
@@ -101,6 +105,47 @@ class ValueBounds:
             if found is UNKNOWN:
                 found = self._open[slot] = (-math.inf, math.inf)
         return found
+
+
+_MISSING = object()
+TRUTH_LIMIT = 1 << 16  # combinations of a rule expression's options tabled for its supports
+_COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}
+
+
+def _truth(cell, sizes: list[int]):
+    """A boolean cell as an array over its deps (ascending axes), exact: a table's
+    own array, or an expression of comparisons and connectives over exact tables
+    broadcast together (at most TRUTH_LIMIT combinations); None otherwise."""
+    if isinstance(cell, Table):
+        return np.asarray(cell.array, dtype=bool) if cell.kind == "bool" else None
+    if math.prod(sizes[a] for a in cell.deps) > TRUTH_LIMIT or \
+            cell.op not in _COMPARE and cell.op not in ("and", "or", "not", "implies"):
+        return None
+    args = []
+    for arg in cell.args:
+        if cell.op in _COMPARE:  # numbers, exact on both sides
+            if not isinstance(arg, Table) or arg.kind != "num" or not arg.exact:
+                return None
+            array = arg.array
+        else:
+            array = _truth(arg, sizes)
+            if array is None:
+                return None
+        args.append(np.asarray(array).reshape(
+            [sizes[a] if a in arg.deps else 1 for a in cell.deps]))
+    if cell.op in _COMPARE:
+        out = _COMPARE[cell.op](*args)
+    elif cell.op == "not":
+        out = ~args[0]
+    elif cell.op == "and":
+        out = np.logical_and.reduce(np.broadcast_arrays(*args))
+    elif cell.op == "or":
+        out = np.logical_or.reduce(np.broadcast_arrays(*args))
+    else:
+        out = ~args[0] | args[1]
+    shape = tuple(sizes[a] for a in cell.deps)
+    return np.broadcast_to(np.asarray(out, dtype=bool), shape)
 
 
 def proven_infeasible(search) -> bool:
