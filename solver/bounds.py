@@ -16,9 +16,7 @@ already built, without a search:
 
 A bound that proves a value impossible is what the search would have concluded
 (floats prune only with the search's own tolerance); every other answer falls
-back to the search. `proven_infeasible` is the same bound with no value fixed,
-for hardware candidates: a shape whose least memory overflows its GPUs is
-refused before the search's preparation.
+back to the search.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kbsolve.program.tables import UNKNOWN, Table, _interval, allowed_mask
+from kbsolve.program.tables import UNKNOWN, Table, allowed_mask
 from kbsolve.solver.search import TOLERANCE
 
 
@@ -100,10 +98,11 @@ class ValueBounds:
                 found = self._per_value[(slot, axis)] = _per_value(cell, axis, self.s.allowed)
             return found[0][index], found[1][index]
         found = self._open.get(slot)
-        if found is None:
-            found = self._open[slot] = _cell_range(cell, self.s.allowed, {})
+        if found is None:  # the search's own range with no option set (its root)
+            found = cell.bound(0, [0] * len(self.s.keys))
             if found is UNKNOWN:
-                found = self._open[slot] = (-math.inf, math.inf)
+                found = (-math.inf, math.inf)
+            self._open[slot] = found
         return found
 
 
@@ -148,32 +147,6 @@ def _truth(cell, sizes: list[int]):
     return np.broadcast_to(np.asarray(out, dtype=bool), shape)
 
 
-def proven_infeasible(search) -> bool:
-    """No plan: arc consistency empties a domain, or the least GPU memory (host
-    RAM) over the domains it leaves is over the budget. False when unknown. It
-    reads the search's cells without preparing them for a search."""
-    allowed = search.domains()
-    if allowed is None:
-        return True
-    ranges: dict = {}
-
-    def least(terms: list) -> float:
-        total = 0.0
-        for weight, slot in terms:
-            found = _cell_range(search.tracked[slot], allowed, ranges)
-            if found is UNKNOWN:
-                return -math.inf
-            part = weight * (found[0] if weight > 0 else found[1])
-            if part != part:
-                return -math.inf
-            total += part
-        return total
-
-    if _over(least(search.memory_terms), search.budget):
-        return True
-    return bool(search.host_terms) and _over(least(search.host_terms), search.host_budget)
-
-
 def _over(least: float, budget: float) -> bool:
     """The search's own test (its _fits, with its tolerance) on a lower bound."""
     return least > budget * (1 + TOLERANCE)
@@ -202,32 +175,3 @@ def _per_value(cell: Table, axis: int, allowed: list) -> tuple[list, list]:
     if rest:  # fmin and fmax, as the search's levels: a nan says nothing
         low, high = np.fmin.reduce(low, axis=rest), np.fmax.reduce(high, axis=rest)
     return np.asarray(low).tolist(), np.asarray(high).tolist()
-
-
-def _cell_range(cell, allowed: list, memo: dict):
-    """A cell's (low, high) over every allowed assignment: a table's extremes, an
-    expression's interval over its arguments' (what the search's bound reads with
-    no option set)."""
-    found = memo.get(id(cell))
-    if found is not None:
-        return found[1]
-    if isinstance(cell, Table):
-        if cell.kind == "code":
-            result = UNKNOWN if cell.deps else (cell.values[0],) * 2
-        else:
-            low, high = _masked(cell, allowed)
-            axes = tuple(range(np.ndim(low)))
-            result = (_scalar(np.fmin.reduce(low, axis=axes) if axes else low),
-                      _scalar(np.fmax.reduce(high, axis=axes) if axes else high))
-    else:
-        args = [_cell_range(a, allowed, memo) for a in cell.args]
-        result = _interval(cell.op, args, cell.exact)
-    memo[id(cell)] = (cell, result)
-    return result
-
-
-def _scalar(value):
-    """A numpy scalar or 0-d array as a Python value (a Fraction stays one)."""
-    if isinstance(value, np.ndarray):
-        value = value[()]
-    return value.item() if isinstance(value, np.generic) else value
