@@ -37,6 +37,7 @@ class ValueBounds:
         self.s = search
         self.cells = dict(search.rules)
         self._supports: dict[tuple[str, int], Any] = {}
+        self._truths: dict[str, Any] = {}
         self._per_value: dict[tuple[int, int], tuple] = {}
         self._open: dict[int, tuple] = {}
 
@@ -55,7 +56,9 @@ class ValueBounds:
             return None
         found = self._supports.get((name, axis), _MISSING)
         if found is _MISSING:
-            array = _truth(cell, s.tables.sizes)
+            array = self._truths.get(name, _MISSING)
+            if array is _MISSING:  # once per rule, for all of its options
+                array = self._truths[name] = _truth(cell, s.tables.sizes)
             if array is not None:
                 i = cell.deps.index(axis)
                 rest = tuple(j for j in range(len(cell.deps)) if j != i)
