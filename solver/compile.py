@@ -17,6 +17,7 @@ from typing import Any
 
 import z3
 from z3 import z3core
+from z3.z3 import _to_expr_ref as _expr_ref  # wraps a C API term as z3py does
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
@@ -41,6 +42,7 @@ class Compiler:
         self._equals: dict[tuple, z3.BoolRef] = {}
         self._let_deps: dict[str, frozenset] = {}
         self._bounds: dict[int, tuple] = {}  # node id -> (min, max) of its table
+        self._tables = None  # program/tables.Tables in exact mode, for diagrams
 
     # ---- domains
     def domain_constraints(self) -> list:
@@ -145,28 +147,74 @@ class Compiler:
         deps = sorted(self.deps(node))
         if math.prod(len(self.p.choices[k]) for k in deps) > MAX_TABLE:
             return None
-        evaluator = self.p.evaluator
-        values = [Fraction(evaluator.run(node, {**self.p.fixed, **dict(zip(deps, combo))}, {}))
-                  for combo in itertools.product(*[self.p.choices[k] for k in deps])]
+        values = self._exact_values(node, deps)
+        if values is None:
+            evaluator = self.p.evaluator
+            values = [Fraction(evaluator.run(node, {**self.p.fixed, **dict(zip(deps, combo))},
+                                             {}))
+                      for combo in itertools.product(*[self.p.choices[k] for k in deps])]
         self._bounds[id(node)] = (min(values), max(values))
-        return self._diagram(deps, values, leaf, 0, 0, {})
+        # blocks compared and remembered as tuples of small ints, one per distinct
+        # value (a Fraction's hash is computed afresh on every use)
+        distinct: dict = {}
+        codes = [distinct.setdefault(v, len(distinct)) for v in values]
+        firsts, leaves = list(distinct), [None] * len(distinct)
+
+        def leaf_of(code: int):  # one term per distinct value, made where first reached
+            if leaves[code] is None:
+                leaves[code] = leaf(firsts[code])
+            return leaves[code]
+
+        sizes = [1] * (len(deps) + 1)
+        for level in range(len(deps) - 1, -1, -1):
+            sizes[level] = sizes[level + 1] * len(self.p.choices[deps[level]])
+        return self._diagram(deps, codes, leaf_of, 0, 0, {}, sizes)
+
+    def _exact_values(self, node: ir.Node, deps: list[str]) -> list | None:
+        """The node's values over `deps` in product order, from the problem's exact
+        tables (program/tables.py: Fractions, vectorised) instead of one evaluator
+        call per combination; None where the table does not span exactly `deps` or
+        holds anything but exact numbers (a division by zero is nan there, an
+        error in the evaluator, which then says so)."""
+        if self._tables is None:
+            from kbsolve.program.tables import Tables
+            self._tables = Tables(self.p, sorted(self.p.choices))
+        from kbsolve.program.tables import Table
+        try:
+            cell = self._tables.cell(node, exact=True)
+        except (KbError, KeyError, ZeroDivisionError, TypeError, ValueError):
+            return None
+        if not isinstance(cell, Table) or cell.kind != "num" or \
+                [self._tables.order[a] for a in cell.deps] != deps:
+            return None
+        values = cell.array.ravel().tolist()
+        if not all(type(v) is Fraction or type(v) is int for v in values):
+            return None
+        return [v if type(v) is Fraction else Fraction(v) for v in values]
 
     def _diagram(self, deps: list[str], values: list, leaf, level: int, start: int,
-                 memo: dict):
+                 memo: dict, sizes: list[int]):
         """A block of equal values is one leaf; equal blocks are shared."""
-        size = math.prod(len(self.p.choices[k]) for k in deps[level:])
+        size = sizes[level]
         block = tuple(values[start:start + size])
-        if len(set(block)) == 1:
+        if block.count(block[0]) == size:
             return leaf(block[0])
         key = (level, block)
         if key not in memo:
-            stride = size // len(self.p.choices[deps[level]])
-            children = [self._diagram(deps, values, leaf, level + 1, start + j * stride, memo)
+            stride = sizes[level + 1]
+            children = [self._diagram(deps, values, leaf, level + 1, start + j * stride, memo,
+                                      sizes)
                         for j in range(len(self.p.choices[deps[level]]))]
             flags = self.flags[deps[level]]
             term = children[-1]
+            ref = self.ctx.ref()
             for flag, child in zip(reversed(flags[:-1]), reversed(children[:-1])):
-                term = child if child.eq(term) else z3.If(flag, child, term)
+                # z3.If through the C API (same term; the wrapper's coercions and
+                # checks were most of the diagram's cost): flag is Bool, both sides
+                # the leaves' sort
+                if not z3core.Z3_is_eq_ast(ref, child.as_ast(), term.as_ast()):
+                    term = _expr_ref(z3core.Z3_mk_ite(ref, flag.as_ast(), child.as_ast(),
+                                                      term.as_ast()), self.ctx)
             memo[key] = term
         return memo[key]
 

@@ -1,0 +1,180 @@
+"""Bounds per value, read once from a search's tables (issue 25 item 8).
+
+An explanation asks, for many (option, value) pairs, whether any plan could have
+that value. Two of its questions are answered here from the tables the search
+already built, without a search:
+
+- whether one rule alone rules a value out: the rule's table (exact: comparisons
+  and everything below them are tabled in Fractions) over all of the rule's other
+  options' values, reduced once per (rule, option);
+- whether the GPU memory (or host RAM) alone rules it out: the least weighted sum
+  of the search's memory cells over every completion with that value, inside the
+  domains arc consistency left (each table's minimum per value of the option,
+  computed once; an expression's range with everything open). The cells are the
+  search's own rule-masked lower bounds, so this is the bound the search's
+  narrowed feasibility run reads at its first node, or a weaker one.
+
+A bound that proves a value impossible is what the search would have concluded
+(floats prune only with the search's own tolerance); every other answer falls
+back to the search.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kbsolve.program.tables import UNKNOWN, Table, allowed_mask
+from kbsolve.solver.search import TOLERANCE
+
+
+class ValueBounds:
+    """The per-value questions of one prepared search (its masks: search.allowed)."""
+
+    def __init__(self, search):
+        self.s = search
+        self.cells = dict(search.rules)
+        self._supports: dict[tuple[str, int], Any] = {}
+        self._truths: dict[str, Any] = {}
+        self._per_value: dict[tuple[int, int], tuple] = {}
+        self._open: dict[int, tuple] = {}
+
+    # ---- one rule alone
+    def rule_allows(self, name: str, key: str, value, others: list[str]) -> bool | None:
+        """Whether some values of `others` (every one of their choices; the rest of
+        the problem as fixed) meet the rule with key=value; None when the rule is not
+        one table over exactly key and `others`."""
+        cell = self.cells.get(name)
+        s = self.s
+        if cell is None or cell.kind != "bool":
+            return None
+        axis = s.tables.axis.get(key)
+        if axis is None or axis not in cell.deps or \
+                {s.keys[a] for a in cell.deps} != {key, *others}:
+            return None
+        found = self._supports.get((name, axis), _MISSING)
+        if found is _MISSING:
+            array = self._truths.get(name, _MISSING)
+            if array is _MISSING:  # once per rule, for all of its options
+                array = self._truths[name] = _truth(cell, s.tables.sizes)
+            if array is not None:
+                i = cell.deps.index(axis)
+                rest = tuple(j for j in range(len(cell.deps)) if j != i)
+                array = array.any(axis=rest) if rest else array
+            found = self._supports[(name, axis)] = array
+        if found is None:
+            return None
+        return bool(found[s.p.choices[key].index(value)])
+
+    # ---- the budgets alone
+    def overflows(self, key: str, value) -> bool:
+        """True when every plan with key=value, inside the problem's domains, needs
+        more GPU memory (or host RAM) than the budget: the search would find none."""
+        s = self.s
+        if not s.prepare():
+            return False
+        axis = s.tables.axis[key]
+        index = s.p.choices[key].index(value)
+        memory = self._least(s.memory_terms, axis, index)
+        if _over(memory, s.budget):
+            return True
+        return bool(s.host_terms) and _over(self._least(s.host_terms, axis, index),
+                                            s.host_budget)
+
+    def _least(self, terms: list, axis: int, index: int) -> float:
+        total = 0.0
+        for weight, slot in terms:
+            low, high = self._range(slot, axis, index)
+            part = weight * (low if weight > 0 else high)
+            if part != part:
+                return -math.inf  # no information
+            total += part
+        return total
+
+    def _range(self, slot: int, axis: int, index: int) -> tuple[float, float]:
+        cell = self.s.tracked[slot]
+        if isinstance(cell, Table) and axis in cell.deps:
+            found = self._per_value.get((slot, axis))
+            if found is None:
+                found = self._per_value[(slot, axis)] = _per_value(cell, axis, self.s.allowed)
+            return found[0][index], found[1][index]
+        found = self._open.get(slot)
+        if found is None:  # the search's own range with no option set (its root)
+            found = cell.bound(0, [0] * len(self.s.keys))
+            if found is UNKNOWN:
+                found = (-math.inf, math.inf)
+            self._open[slot] = found
+        return found
+
+
+_MISSING = object()
+TRUTH_LIMIT = 1 << 16  # combinations of a rule expression's options tabled for its supports
+_COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}
+
+
+def _truth(cell, sizes: list[int]):
+    """A boolean cell as an array over its deps (ascending axes), exact: a table's
+    own array, or an expression of comparisons and connectives over exact tables
+    broadcast together (at most TRUTH_LIMIT combinations); None otherwise."""
+    if isinstance(cell, Table):
+        return np.asarray(cell.array, dtype=bool) if cell.kind == "bool" else None
+    if math.prod(sizes[a] for a in cell.deps) > TRUTH_LIMIT or \
+            cell.op not in _COMPARE and cell.op not in ("and", "or", "not", "implies"):
+        return None
+    args = []
+    for arg in cell.args:
+        if cell.op in _COMPARE:  # numbers, exact on both sides
+            if not isinstance(arg, Table) or arg.kind != "num" or not arg.exact:
+                return None
+            array = arg.array
+        else:
+            array = _truth(arg, sizes)
+            if array is None:
+                return None
+        args.append(np.asarray(array).reshape(
+            [sizes[a] if a in arg.deps else 1 for a in cell.deps]))
+    if cell.op in _COMPARE:
+        out = _COMPARE[cell.op](*args)
+    elif cell.op == "not":
+        out = ~args[0]
+    elif cell.op == "and":
+        out = np.logical_and.reduce(np.broadcast_arrays(*args))
+    elif cell.op == "or":
+        out = np.logical_or.reduce(np.broadcast_arrays(*args))
+    else:
+        out = ~args[0] | args[1]
+    shape = tuple(sizes[a] for a in cell.deps)
+    return np.broadcast_to(np.asarray(out, dtype=bool), shape)
+
+
+def _over(least: float, budget: float) -> bool:
+    """The search's own test (its _fits, with its tolerance) on a lower bound."""
+    return least > budget * (1 + TOLERANCE)
+
+
+def _masked(cell: Table, allowed: list):
+    """(low, high) arrays of a table as the search lays them out (Table.prepare): a
+    disallowed combination is (inf, -inf), a boolean one (1, 0); exact tables stay
+    in Fractions."""
+    low = cell.array.astype(np.int8) if cell.kind == "bool" else cell.array
+    masks = [allowed[a] for a in cell.deps]
+    if all(m.all() for m in masks):
+        return low, low
+    mask = allowed_mask(cell.sizes, masks)
+    if cell.kind == "num":
+        return np.where(mask, low, np.inf), np.where(mask, low, -np.inf)
+    return np.where(mask, low, 1), np.where(mask, low, 0)
+
+
+def _per_value(cell: Table, axis: int, allowed: list) -> tuple[list, list]:
+    """(least, greatest) of the table for each value of `axis`, over the allowed
+    combinations of its other axes."""
+    low, high = _masked(cell, allowed)
+    i = cell.deps.index(axis)
+    rest = tuple(j for j in range(len(cell.deps)) if j != i)
+    if rest:  # fmin and fmax, as the search's levels: a nan says nothing
+        low, high = np.fmin.reduce(low, axis=rest), np.fmax.reduce(high, axis=rest)
+    return np.asarray(low).tolist(), np.asarray(high).tolist()
