@@ -86,6 +86,24 @@ def test_torchtitan_compiles_its_loss_where_its_version_did():
         assert "loss_compiled" not in accuracy.settings_for(other, {})
 
 
+def test_deepspeed_16bit_engines_keep_a_16bit_loss_and_their_zero_buckets():
+    """Qwen's Q-LoRA script (ZeRO-2, ds_config_zero2.json: 2 x 2e8-element buckets) and
+    DeepSpeed-Chat's OPT runs (DeepSpeed's default 5e8) keep a 16-bit loss; other scripts and
+    DeepSpeed's other demos keep neither setting."""
+    qwen = dict(LITGPT_FSDP_ROW, id="qwenreadme-7", framework="qwen-finetune", distributed="zero2",
+                precision="fp16-mixed", method="lora")
+    assert accuracy.settings_for(qwen, {})["loss_16bit"] == "true"
+    assert accuracy.settings_for(qwen, {})["zero_bucket_elements"] == "400000000"
+    chat = dict(qwen, id="deepspeed-4", framework="deepspeed",
+                source="microsoft/DeepSpeedExamples@3a77097a applications/DeepSpeed-Chat/...")
+    assert accuracy.settings_for(chat, {})["zero_bucket_elements"] == "500000000"
+    for other in (dict(chat, source="delock/deepspeed_finetune_demo"),
+                  dict(qwen, framework="hf-trainer"), dict(qwen, precision="bf16-true")):
+        settings = accuracy.settings_for(other, {})
+        assert "loss_16bit" not in settings
+    assert "zero_bucket_elements" not in accuracy.settings_for(dict(qwen, distributed="zero3"), {})
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"parallelism": {"dp_shard": 4, "cp": 2}, "gpus": 8}, "context parallelism"),
     ({"parallelism": {"dp_shard": 32, "tp": 8, "async_tp": True}}, "async TP"),
