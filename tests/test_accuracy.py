@@ -212,6 +212,26 @@ def test_coverage_counts_rows_under_a_band_fitted_without_their_source():
     assert "covered 9 of 10 runs from sources left out of the fit" in text
 
 
+def test_band_level_rises_until_sources_left_out_are_covered_nine_in_ten():
+    """Eighteen sources 5 % over their prediction, one 30 % over, and one whose three runs
+    are 20 % over: at the 90 % rank the three-run source is covered by no band fitted
+    without it (18 of 22 runs); at 91 % the band without it takes the 30 % source's
+    residual and covers it (21 of 22), so the band is set there and says so."""
+    from bench import fit
+    committed = {"allocator_fraction": 0.0}
+
+    def row(source, measured):
+        return dict(_memory_row(source, "lora", measured), metric="allocated", level="allocated")
+    rows = [row(f"s{i}", 10.5) for i in range(18)] + [row("big", 13.0)] + [row("t", 12.0)] * 3
+    assert fit.coverage(rows, committed)["lora"] == (18, 22)
+    levels = fit.band_levels(rows, committed)
+    assert levels["lora"] == 0.91 and levels["full"] == 0.9  # no runs: the target level
+    assert fit.coverage(rows, committed, levels)["lora"] == (21, 22)
+    assert "set at the 91% conformal rank" in fit.band_because("lora", 21, 22, 0.91)
+    assert "raised from 90%" in fit.band_because("lora", 21, 22, 0.91)
+    assert "raised" not in fit.band_because("lora", 21, 22)
+
+
 def test_residuals_sort_sources_by_error_and_rows_by_under_prediction():
     from bench import fit
     rows = [dict(_memory_row("a", "lora", 12.0), id="a-1", predicted=10.0),
