@@ -73,9 +73,15 @@ SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp", "zero3": "
 # recipes shift the fp32 logits with .contiguous() before the loss.
 SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_units": "true"},
                    # atorch's FSDP example (dlrover@3a442b728 atorch/examples/llama2/fsdp_llama2.py)
-                   # wraps each LlamaDecoderLayer with use_orig_params=True after PEFT has put the
-                   # adapters inside it: one unit mixes adapters and frozen weights
-                   ("atorch", "fsdp"): {"fsdp_mixed_units": "true"},
+                   # wraps each LlamaDecoderLayer with wrap_trainable_outmost for LoRA
+                   # (fsdp_llama2.py:186-193): zero_optimization.py:69-102 wraps the layers with
+                   # the adapters ignored and the adapters in an outermost unit of their own, so
+                   # no unit mixes adapters with frozen weights (no fsdp_mixed_units). It keeps
+                   # `outputs` through loss.backward() (fsdp_llama2.py:245-247) with use_cache on
+                   # (torch's checkpoint_wrapper, checkpoint_optimization.py:100-131, leaves
+                   # transformers' switch alone): every layer's key and value stay in
+                   # outputs.past_key_values.
+                   ("atorch", "fsdp"): {"kv_cache_kept": "true"},
                    ("torchtune", "none"): {"logits_fp32": "true"},
                    ("torchtune", "fsdp"): {"logits_fp32": "true"},
                    ("torchtune", "fsdp-offload"): {"logits_fp32": "true"}}
@@ -408,6 +414,8 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         out["dora"] = "true"
     out["attention"] = ("eager" if row.get("attention") == "eager" else "math") \
         if _math_attention(row, model or {}) else "flash"
+    if row.get("outputs_kept"):
+        out["kv_cache_kept"] = "true"
     if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
         out["fsdp_root_embeddings"] = "false"
     if method == "qlora":

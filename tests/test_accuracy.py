@@ -212,6 +212,18 @@ def test_coverage_counts_rows_under_a_band_fitted_without_their_source():
     assert "covered 9 of 10 runs from sources left out of the fit" in text
 
 
+def test_scripts_that_keep_their_outputs_keep_the_kv_cache():
+    """atorch's example and llama-recipes' PR state that held `outputs` through backward keep
+    every layer's key and value (use_cache stays on under torch's checkpoint wrapper);
+    atorch's wrap_trainable_outmost puts the adapters in a unit of their own."""
+    atorch = dict(LITGPT_FSDP_ROW, id="dlrover-1", framework="atorch")
+    assert accuracy.settings_for(atorch, {})["kv_cache_kept"] == "true"
+    assert "fsdp_mixed_units" not in accuracy.settings_for(atorch, {})
+    recipes = dict(LITGPT_FSDP_ROW, id="llamarecipes-2", framework="llama-recipes")
+    assert "kv_cache_kept" not in accuracy.settings_for(recipes, {})
+    assert accuracy.settings_for(dict(recipes, outputs_kept=True), {})["kv_cache_kept"] == "true"
+
+
 def test_band_level_rises_until_sources_left_out_are_covered_nine_in_ten():
     """Eighteen sources 5 % over their prediction, one 30 % over, and one whose three runs
     are 20 % over: at the 90 % rank the three-run source is covered by no band fitted
