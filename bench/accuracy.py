@@ -129,6 +129,9 @@ def ds_script(row: dict) -> str:
     name = script(row)
     return "deepspeed-chat" if name == "deepspeed" and "DeepSpeed-Chat" in row.get("source", "") \
         else name
+# torchtune commits that pinned torchao==0.1, whose to_nf4 quantizes a whole weight in one pass
+# as the QLoRA recipes load it on the GPU (the option nf4_load_unchunked; pyproject.toml at each).
+TORCHAO_01_COMMITS = ("5b0dc57", "0914d5cfb", "20747cd87", "135cf2ef0")
 # Scripts whose bf16-mixed is FSDP's MixedPrecision (param_dtype bf16), not autocast:
 # torchtitan (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), fms-fsdp and
 # llm-foundry (FSDP mixed_precision bf16 param dtype), NeMo AutoModel (FSDP2 MixedPrecisionPolicy);
@@ -421,6 +424,9 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     if method == "qlora":
         library = (row.get("quantization") or {}).get("library", "")
         out["quant_library"] = "torchao" if library.startswith("torchao") else "bnb"
+        if out["quant_library"] == "torchao" and script(row) == "torchtune" and any(
+                commit in row.get("source", "") for commit in TORCHAO_01_COMMITS):
+            out["nf4_load_unchunked"] = "true"
     if method != "full":
         lora = row.get("lora") or {}
         key = method_targets(row)

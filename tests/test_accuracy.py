@@ -224,6 +224,16 @@ def test_scripts_that_keep_their_outputs_keep_the_kv_cache():
     assert accuracy.settings_for(dict(recipes, outputs_kept=True), {})["kv_cache_kept"] == "true"
 
 
+def test_torchtune_rows_of_torchao_01_quantize_at_load_in_one_pass():
+    row = dict(LITGPT_FSDP_ROW, id="torchtune2-10", framework="torchtune", method="qlora",
+               distributed="none", quantization={"library": "torchao NF4Tensor"},
+               source="pytorch/torchtune@20747cd87 README.md memory table")
+    assert accuracy.settings_for(row, {})["nf4_load_unchunked"] == "true"
+    for other in (dict(row, source="pytorch/torchtune@bd2a0fc README.md"),
+                  dict(row, quantization={"library": "bitsandbytes"})):
+        assert "nf4_load_unchunked" not in accuracy.settings_for(other, {})
+
+
 def test_band_level_rises_until_sources_left_out_are_covered_nine_in_ten():
     """Eighteen sources 5 % over their prediction, one 30 % over, and one whose three runs
     are 20 % over: at the 90 % rank the three-run source is covered by no band fitted
