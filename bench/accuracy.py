@@ -73,9 +73,15 @@ SHARDING = {"none": "none", "ddp": "none", "fsdp-full-shard": "fsdp", "zero3": "
 # recipes shift the fp32 logits with .contiguous() before the loss.
 SCRIPT_SETTINGS = {("litgpt", "fsdp"): {"fsdp_no_sync": "true", "fsdp_mixed_units": "true"},
                    # atorch's FSDP example (dlrover@3a442b728 atorch/examples/llama2/fsdp_llama2.py)
-                   # wraps each LlamaDecoderLayer with use_orig_params=True after PEFT has put the
-                   # adapters inside it: one unit mixes adapters and frozen weights
-                   ("atorch", "fsdp"): {"fsdp_mixed_units": "true"},
+                   # wraps each LlamaDecoderLayer with wrap_trainable_outmost for LoRA
+                   # (fsdp_llama2.py:186-193): zero_optimization.py:69-102 wraps the layers with
+                   # the adapters ignored and the adapters in an outermost unit of their own, so
+                   # no unit mixes adapters with frozen weights (no fsdp_mixed_units). It keeps
+                   # `outputs` through loss.backward() (fsdp_llama2.py:245-247) with use_cache on
+                   # (torch's checkpoint_wrapper, checkpoint_optimization.py:100-131, leaves
+                   # transformers' switch alone): every layer's key and value stay in
+                   # outputs.past_key_values.
+                   ("atorch", "fsdp"): {"kv_cache_kept": "true"},
                    ("torchtune", "none"): {"logits_fp32": "true"},
                    ("torchtune", "fsdp"): {"logits_fp32": "true"},
                    ("torchtune", "fsdp-offload"): {"logits_fp32": "true"}}
@@ -102,6 +108,30 @@ HF_AFTER_4_46 = ("[ctx:unsloth-ctx]", "[ctx:fmsaccel]")
 # only CEWithChunkedOutputLoss in place (torchtune@3fddc5694 recipes/full_finetune_single_device.py
 # :235, training/_compile.py:80-85): neither compiles a plain cross-entropy.
 COMPILED_LOSS = ("torchtitan e7c0cae", "[MI300x table]")
+# Scripts on DeepSpeed's fp16/bf16 engine whose model returns 16-bit logits and whose loss does
+# not upcast them: the engine casts the model itself, so the HF Trainer leaves autocast off
+# (transformers trainer.py: use_cuda_amp only when not is_deepspeed_enabled) and the
+# cross-entropy runs in 16 bits (the option loss_16bit). Qwen (v1)'s modeling_qwen.py
+# (lm_logits = self.lm_head(hidden_states); CrossEntropyLoss on the shifted copy) under
+# finetune_qlora_single_gpu.sh's --deepspeed finetune/ds_config_zero2.json (QwenLM/Qwen@05577de);
+# DeepSpeed-Chat step 1 on OPT (OPTForCausalLM: logits = self.lm_head(...).contiguous()).
+LOSS_16BIT = {"qwen-finetune", "deepspeed-chat"}
+# DeepSpeed ZeRO-1/2 gradient buckets (the option zero_bucket_elements): reduce_bucket_size,
+# twice under overlap_comm, from each script's DeepSpeed config. Qwen's
+# finetune/ds_config_zero2.json (QwenLM/Qwen@af22d5e0): reduce_bucket_size 2e8, overlap_comm
+# true; DeepSpeed-Chat's utils/ds_utils.py get_train_ds_config sets neither: DeepSpeed's
+# defaults, 5e8 and overlap off below stage 3 (deepspeed/runtime/zero/config.py @077e42e6).
+ZERO_BUCKETS = {"qwen-finetune": 2 * 200_000_000, "deepspeed-chat": 500_000_000}
+
+
+def ds_script(row: dict) -> str:
+    """script(row), with DeepSpeed-Chat's step-1 runs named apart from DeepSpeed's other demos."""
+    name = script(row)
+    return "deepspeed-chat" if name == "deepspeed" and "DeepSpeed-Chat" in row.get("source", "") \
+        else name
+# torchtune commits that pinned torchao==0.1, whose to_nf4 quantizes a whole weight in one pass
+# as the QLoRA recipes load it on the GPU (the option nf4_load_unchunked; pyproject.toml at each).
+TORCHAO_01_COMMITS = ("5b0dc57", "0914d5cfb", "20747cd87", "135cf2ef0")
 # Scripts whose bf16-mixed is FSDP's MixedPrecision (param_dtype bf16), not autocast:
 # torchtitan (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), fms-fsdp and
 # llm-foundry (FSDP mixed_precision bf16 param dtype), NeMo AutoModel (FSDP2 MixedPrecisionPolicy);
@@ -370,6 +400,11 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     if script(row) in HF_FP32_LOGITS and out["loss"] == "ce" and not any(
             group in row.get("notes", "") for group in HF_AFTER_4_46):
         out["logits_fp32"] = "true"
+    if row.get("distributed", "").startswith("zero") and ds_script(row) in LOSS_16BIT and \
+            out["loss"] == "ce" and out["precision"] in ("bf16-mixed", "fp16-mixed"):
+        out["loss_16bit"] = "true"
+    if row.get("distributed") in ("zero1", "zero2") and ds_script(row) in ZERO_BUCKETS:
+        out["zero_bucket_elements"] = str(ZERO_BUCKETS[ds_script(row)])
     if script(row) == "torchtitan" and row.get("compile") is True and out["loss"] == "ce" and any(
             group in row.get("notes", "") for group in COMPILED_LOSS):
         out["loss_compiled"] = "true"
@@ -382,11 +417,16 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         out["dora"] = "true"
     out["attention"] = ("eager" if row.get("attention") == "eager" else "math") \
         if _math_attention(row, model or {}) else "flash"
+    if row.get("outputs_kept"):
+        out["kv_cache_kept"] = "true"
     if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
         out["fsdp_root_embeddings"] = "false"
     if method == "qlora":
         library = (row.get("quantization") or {}).get("library", "")
         out["quant_library"] = "torchao" if library.startswith("torchao") else "bnb"
+        if out["quant_library"] == "torchao" and script(row) == "torchtune" and any(
+                commit in row.get("source", "") for commit in TORCHAO_01_COMMITS):
+            out["nf4_load_unchunked"] = "true"
     if method != "full":
         lora = row.get("lora") or {}
         key = method_targets(row)

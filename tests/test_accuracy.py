@@ -86,6 +86,24 @@ def test_torchtitan_compiles_its_loss_where_its_version_did():
         assert "loss_compiled" not in accuracy.settings_for(other, {})
 
 
+def test_deepspeed_16bit_engines_keep_a_16bit_loss_and_their_zero_buckets():
+    """Qwen's Q-LoRA script (ZeRO-2, ds_config_zero2.json: 2 x 2e8-element buckets) and
+    DeepSpeed-Chat's OPT runs (DeepSpeed's default 5e8) keep a 16-bit loss; other scripts and
+    DeepSpeed's other demos keep neither setting."""
+    qwen = dict(LITGPT_FSDP_ROW, id="qwenreadme-7", framework="qwen-finetune", distributed="zero2",
+                precision="fp16-mixed", method="lora")
+    assert accuracy.settings_for(qwen, {})["loss_16bit"] == "true"
+    assert accuracy.settings_for(qwen, {})["zero_bucket_elements"] == "400000000"
+    chat = dict(qwen, id="deepspeed-4", framework="deepspeed",
+                source="microsoft/DeepSpeedExamples@3a77097a applications/DeepSpeed-Chat/...")
+    assert accuracy.settings_for(chat, {})["zero_bucket_elements"] == "500000000"
+    for other in (dict(chat, source="delock/deepspeed_finetune_demo"),
+                  dict(qwen, framework="hf-trainer"), dict(qwen, precision="bf16-true")):
+        settings = accuracy.settings_for(other, {})
+        assert "loss_16bit" not in settings
+    assert "zero_bucket_elements" not in accuracy.settings_for(dict(qwen, distributed="zero3"), {})
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"parallelism": {"dp_shard": 4, "cp": 2}, "gpus": 8}, "context parallelism"),
     ({"parallelism": {"dp_shard": 32, "tp": 8, "async_tp": True}}, "async TP"),
@@ -192,6 +210,48 @@ def test_coverage_counts_rows_under_a_band_fitted_without_their_source():
     assert covered["full"] == (0, 0)
     text = fit.band_because("lora", *covered["lora"])
     assert "covered 9 of 10 runs from sources left out of the fit" in text
+
+
+def test_scripts_that_keep_their_outputs_keep_the_kv_cache():
+    """atorch's example and llama-recipes' PR state that held `outputs` through backward keep
+    every layer's key and value (use_cache stays on under torch's checkpoint wrapper);
+    atorch's wrap_trainable_outmost puts the adapters in a unit of their own."""
+    atorch = dict(LITGPT_FSDP_ROW, id="dlrover-1", framework="atorch")
+    assert accuracy.settings_for(atorch, {})["kv_cache_kept"] == "true"
+    assert "fsdp_mixed_units" not in accuracy.settings_for(atorch, {})
+    recipes = dict(LITGPT_FSDP_ROW, id="llamarecipes-2", framework="llama-recipes")
+    assert "kv_cache_kept" not in accuracy.settings_for(recipes, {})
+    assert accuracy.settings_for(dict(recipes, outputs_kept=True), {})["kv_cache_kept"] == "true"
+
+
+def test_torchtune_rows_of_torchao_01_quantize_at_load_in_one_pass():
+    row = dict(LITGPT_FSDP_ROW, id="torchtune2-10", framework="torchtune", method="qlora",
+               distributed="none", quantization={"library": "torchao NF4Tensor"},
+               source="pytorch/torchtune@20747cd87 README.md memory table")
+    assert accuracy.settings_for(row, {})["nf4_load_unchunked"] == "true"
+    for other in (dict(row, source="pytorch/torchtune@bd2a0fc README.md"),
+                  dict(row, quantization={"library": "bitsandbytes"})):
+        assert "nf4_load_unchunked" not in accuracy.settings_for(other, {})
+
+
+def test_band_level_rises_until_sources_left_out_are_covered_nine_in_ten():
+    """Eighteen sources 5 % over their prediction, one 30 % over, and one whose three runs
+    are 20 % over: at the 90 % rank the three-run source is covered by no band fitted
+    without it (18 of 22 runs); at 91 % the band without it takes the 30 % source's
+    residual and covers it (21 of 22), so the band is set there and says so."""
+    from bench import fit
+    committed = {"allocator_fraction": 0.0}
+
+    def row(source, measured):
+        return dict(_memory_row(source, "lora", measured), metric="allocated", level="allocated")
+    rows = [row(f"s{i}", 10.5) for i in range(18)] + [row("big", 13.0)] + [row("t", 12.0)] * 3
+    assert fit.coverage(rows, committed)["lora"] == (18, 22)
+    levels = fit.band_levels(rows, committed)
+    assert levels["lora"] == 0.91 and levels["full"] == 0.9  # no runs: the target level
+    assert fit.coverage(rows, committed, levels)["lora"] == (21, 22)
+    assert "set at the 91% conformal rank" in fit.band_because("lora", 21, 22, 0.91)
+    assert "raised from 90%" in fit.band_because("lora", 21, 22, 0.91)
+    assert "raised" not in fit.band_because("lora", 21, 22)
 
 
 def test_residuals_sort_sources_by_error_and_rows_by_under_prediction():

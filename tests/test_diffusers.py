@@ -86,7 +86,10 @@ def test_the_issue_estimate_with_the_nf4_script_set():
     assert 0 < terms["optimizer_states"] < 0.1  # 8-bit states of a rank-4 adapter
     assert terms["activations"] > 0 and speed.step_time_s > 0
     assert issue_estimate.config["resolution"] == 768  # 768x512 trains 768x768 crops
-    assert issue_estimate.feasible and 7 < memory.per_gpu_gib.device < 11
+    # the published ~9 GB (nvidia-smi) against the device level without the error band, as
+    # bench/accuracy.py compares nvidia-smi rows; the band (the widest 16-bit LLM band, which
+    # moves with every refit) is on top of it, and the run still fits a 4090 at its upper end
+    assert issue_estimate.feasible and 7 < memory.per_gpu_gib.device - terms["error_band"] < 10
     warnings = {w.id for w in issue_estimate.warnings}
     assert {"W_SQUARE_CROP", "W_MINIATURE_DATASET"} <= warnings
 
