@@ -205,8 +205,14 @@ def read_bounds(readers, k: int, idx: list[int]) -> list:
 
 
 def _read(reader: tuple, k: int, idx: list[int]):
-    """One reader's range."""
-    return read_bounds((reader,), k, idx)[0]
+    """One reader's range, expressions walked (Expr._walked)."""
+    return _walk(*reader, k, idx)
+
+
+def _walk(cell, level, k: int, idx: list[int]):
+    if isinstance(cell, Expr):
+        return cell._walked(bisect.bisect_left(cell._places, k), k, idx)
+    return read_bounds(((cell, level),), k, idx)[0]
 
 
 class Expr:
@@ -259,12 +265,26 @@ class Expr:
             self._hits += 1
         return found
 
+    def _missed(self, j: int, k: int, idx: list[int], key, memo: dict):
+        """A memo miss of linked code (program/link.py reads the memo inline)."""
+        if len(memo) > 1 << 14:
+            memo.clear()
+        found = memo[key] = self._range(j, k, idx)
+        return found
+
     def _range(self, j: int, k: int, idx: list[int]):
-        """The range over the args' ranges; an `if` reads only the branch its
-        condition decides (what _interval would return)."""
-        readers = self._readers[j]
-        if readers is None:  # the args' levels depend on k only through j
-            readers = self._readers[j] = [reader_of(a, k) for a in self.args]
+        """The range over the args' ranges (an `if` reads only the branch its
+        condition decides), by the expression linked at level j once
+        (program/link.py: the args' levels depend on k only through j)."""
+        linked = self._readers[j]
+        if linked is None:
+            from kbsolve.program.link import link
+            linked = self._readers[j] = link(self, k)
+        return linked(k, idx)
+
+    def _walked(self, j: int, k: int, idx: list[int]):
+        """_range by walking the tree (the reference the linked code must equal)."""
+        readers = [reader_of(a, k) for a in self.args]
         if self.op == "if":
             test = _read(readers[0], k, idx)
             if test is UNKNOWN:
@@ -275,7 +295,7 @@ class Expr:
                 return _read(readers[2], k, idx)
             return _interval("if", [test, _read(readers[1], k, idx),
                                     _read(readers[2], k, idx)], self.exact)
-        ranges = read_bounds(readers, k, idx)
+        ranges = [_walk(cell, level, k, idx) for cell, level in readers]
         return _interval(self.op, ranges, self.exact)
 
     def prepare(self, position, allowed) -> None:
