@@ -179,6 +179,7 @@ class Table:
         return out
 
 
+LINK_AFTER = 16  # reads of an expression's level before it is linked (program/link.py)
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
 
@@ -219,7 +220,7 @@ class Expr:
     """An operation over cells too large to table together."""
 
     __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
-                 "_readers", "_hits", "_misses")
+                 "_readers", "_hits", "_misses", "_linked")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
@@ -228,6 +229,7 @@ class Expr:
         self._memo: dict = {}
         self._keys: list = [_no_places]
         self._readers: list = [None]
+        self._linked: list = [0]
         self._hits = self._misses = 0
 
     def value(self, idx: list[int]):
@@ -273,14 +275,34 @@ class Expr:
         return found
 
     def _range(self, j: int, k: int, idx: list[int]):
-        """The range over the args' ranges (an `if` reads only the branch its
-        condition decides), by the expression linked at level j once
-        (program/link.py: the args' levels depend on k only through j)."""
-        linked = self._readers[j]
-        if linked is None:
+        """The range over the args' ranges; an `if` reads only the branch its
+        condition decides (what _interval would return). A level read often
+        (LINK_AFTER times) is linked into straight-line code (program/link.py:
+        the args' levels depend on k only through j); until then its args are
+        read one by one."""
+        linked = self._linked[j]
+        if linked.__class__ is int:
+            if linked < LINK_AFTER:
+                self._linked[j] = linked + 1
+                return self._stepped(j, k, idx)
             from kbsolve.program.link import link
-            linked = self._readers[j] = link(self, k)
+            linked = self._linked[j] = link(self, k)
         return linked(k, idx)
+
+    def _stepped(self, j: int, k: int, idx: list[int]):
+        readers = self._readers[j]
+        if readers is None:
+            readers = self._readers[j] = [reader_of(a, k) for a in self.args]
+        if self.op == "if":
+            test = read_bounds(readers[:1], k, idx)[0]
+            if test is UNKNOWN:
+                return UNKNOWN
+            if test[0]:
+                return read_bounds(readers[1:2], k, idx)[0]
+            if not test[1]:
+                return read_bounds(readers[2:], k, idx)[0]
+            return _interval("if", [test, *read_bounds(readers[1:], k, idx)], self.exact)
+        return _interval(self.op, read_bounds(readers, k, idx), self.exact)
 
     def _walked(self, j: int, k: int, idx: list[int]):
         """_range by walking the tree (the reference the linked code must equal)."""
@@ -306,6 +328,7 @@ class Expr:
         self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
                                      for j in range(1, len(self._places) + 1)]
         self._readers = [None] * (len(self._places) + 1)
+        self._linked = [0] * (len(self._places) + 1)
 
     def tables(self, found: dict) -> dict:
         for arg in self.args:

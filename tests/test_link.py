@@ -12,6 +12,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.program import tables
+from kbsolve.program.link import link
 from kbsolve.program.query import Query, resolve
 from kbsolve.solver.search import Search
 
@@ -58,7 +59,7 @@ def test_linked_ranges_are_the_walks(kb, monkeypatch, fields, budget):
 
 
 def test_walk_and_link_agree_on_unknown_and_settled_cells():
-    """An `if` over an enum's table is UNKNOWN until the enum is set, both ways;
+    """An `if` whose test reads an unset enum takes both branches, both ways;
     a sum whose tables are all settled is one constant."""
     code = tables.Table((0,), (2,), np.array([0, 1]), "code", False)
     num = tables.Table((1,), (3,), np.array([1.0, 2.0, 4.0]), "num", False)
@@ -74,6 +75,9 @@ def test_walk_and_link_agree_on_unknown_and_settled_cells():
     for k in range(3):
         for idx in ([0, 0], [1, 2], [1, 0]):
             j = bisect.bisect_left(root._places, k)
-            assert _same(root._range(j, k, idx), root._walked(j, k, idx)), (k, idx)
-    assert root._range(2, 2, [1, 2]) == (6.0, 6.0)
-    assert root._range(2, 2, [0, 2]) == (4.0, 4.0)
+            walked = root._walked(j, k, idx)
+            assert _same(link(root, k)(k, idx), walked), (k, idx)
+            assert _same(root._range(j, k, idx), walked), (k, idx)
+    assert link(root, 2)(2, [1, 2]) == (6.0, 6.0)
+    assert link(root, 2)(2, [0, 2]) == (4.0, 4.0)
+    assert link(root, 0)(0, [0, 0]) == (1.0, 6.0)  # the test unknown: both branches
