@@ -19,7 +19,7 @@ from typing import Any
 
 from kbsolve.program import tables as T
 
-INLINE = {"+", "-", "neg", "sum", "*", "/", "if"}  # written out; the rest call T._interval
+INLINE = {"+", "-", "neg", "sum", "*", "/", "if", "min", "max"}  # written out; the rest call T._interval
 
 _MADE: dict[str, Any] = {}  # source -> its maker, compiled once per process
 
@@ -165,6 +165,23 @@ class _Writer:
         highs = ", ".join(a[1] for a in args)
         return self._guarded(cell, args, depth, lambda lo, hi, d: (
             self.line(d, f"{lo} = sum(({lows},))"), self.line(d, f"{hi} = sum(({highs},))")))
+
+    def _op_min(self, cell, depth):
+        return self._extreme(cell, depth, "min")
+
+    def _op_max(self, cell, depth):
+        return self._extreme(cell, depth, "max")
+
+    def _extreme(self, cell, depth, fn: str):
+        """T._LINEAR's min and max: the extreme of the lows, and of the highs."""
+        args = self._args(cell, depth)
+        if len(args) == 1:  # min(x) of one range is the range
+            return self._guarded(cell, args, depth, lambda lo, hi, d: (
+                self.line(d, f"{lo} = {args[0][0]}"), self.line(d, f"{hi} = {args[0][1]}")))
+        lows = ", ".join(a[0] for a in args)
+        highs = ", ".join(a[1] for a in args)
+        return self._guarded(cell, args, depth, lambda lo, hi, d: (
+            self.line(d, f"{lo} = {fn}({lows})"), self.line(d, f"{hi} = {fn}({highs})")))
 
     def _op_mul(self, cell, depth):
         (a0, a1), (b0, b1) = self._args(cell, depth)
