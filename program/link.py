@@ -14,14 +14,17 @@ bound, and every plan, is the same to the bit; it is only faster to run.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any
 
 from kbsolve.program import tables as T
 
-INLINE = {"+", "-", "neg", "sum", "*", "/", "if", "min", "max"}  # written out; the rest call T._interval
+# written out; the other operations call T._interval
+INLINE = {"+", "-", "neg", "sum", "*", "/", "if", "min", "max"}
 
 _MADE: dict[str, Any] = {}  # source -> its maker, compiled once per process
+MADE_LIMIT = 4096  # shapes kept (a long-lived server meets many KBs' shapes)
 
 
 def link(expr, k: int):
@@ -46,6 +49,8 @@ def link(expr, k: int):
     if maker is None:
         namespace: dict = {}
         exec(compile(source, "<linked>", "exec"), namespace)
+        if len(_MADE) >= MADE_LIMIT:
+            _MADE.clear()
         maker = _MADE[source] = namespace["make"]
     return maker(T._interval, math.inf, T._MISS, *writer.consts)
 
@@ -239,7 +244,6 @@ class _Writer:
     def _called(self, cell, depth):
         """A smaller expression, through its memo (as Expr.bound reads it, inline):
         its range where none of its options is set yet, read now, is a constant."""
-        import bisect
         j = bisect.bisect_left(cell._places, self.k)
         lo, hi = self.fresh("lo"), self.fresh("hi")
         if j == 0:
