@@ -179,6 +179,7 @@ class Table:
         return out
 
 
+LINK_AFTER = 16  # reads of an expression's level before it is linked (program/link.py)
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
 
@@ -205,15 +206,21 @@ def read_bounds(readers, k: int, idx: list[int]) -> list:
 
 
 def _read(reader: tuple, k: int, idx: list[int]):
-    """One reader's range."""
-    return read_bounds((reader,), k, idx)[0]
+    """One reader's range, expressions walked (Expr._walked)."""
+    return _walk(*reader, k, idx)
+
+
+def _walk(cell, level, k: int, idx: list[int]):
+    if isinstance(cell, Expr):
+        return cell._walked(bisect.bisect_left(cell._places, k), k, idx)
+    return read_bounds(((cell, level),), k, idx)[0]
 
 
 class Expr:
     """An operation over cells too large to table together."""
 
     __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
-                 "_readers", "_hits", "_misses")
+                 "_readers", "_hits", "_misses", "_linked")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
@@ -222,6 +229,7 @@ class Expr:
         self._memo: dict = {}
         self._keys: list = [_no_places]
         self._readers: list = [None]
+        self._linked: list = [0]
         self._hits = self._misses = 0
 
     def value(self, idx: list[int]):
@@ -259,12 +267,46 @@ class Expr:
             self._hits += 1
         return found
 
+    def _missed(self, j: int, k: int, idx: list[int], key, memo: dict):
+        """A memo miss of linked code (program/link.py reads the memo inline)."""
+        if len(memo) > 1 << 14:
+            memo.clear()
+        found = memo[key] = self._range(j, k, idx)
+        return found
+
     def _range(self, j: int, k: int, idx: list[int]):
         """The range over the args' ranges; an `if` reads only the branch its
-        condition decides (what _interval would return)."""
+        condition decides (what _interval would return). A level read often
+        (LINK_AFTER times) is linked into straight-line code (program/link.py:
+        the args' levels depend on k only through j); until then its args are
+        read one by one."""
+        linked = self._linked[j]
+        if linked.__class__ is int:
+            if linked < LINK_AFTER:
+                self._linked[j] = linked + 1
+                return self._stepped(j, k, idx)
+            from kbsolve.program.link import link
+            linked = self._linked[j] = link(self, k)
+        return linked(k, idx)
+
+    def _stepped(self, j: int, k: int, idx: list[int]):
         readers = self._readers[j]
-        if readers is None:  # the args' levels depend on k only through j
+        if readers is None:
             readers = self._readers[j] = [reader_of(a, k) for a in self.args]
+        if self.op == "if":
+            test = read_bounds(readers[:1], k, idx)[0]
+            if test is UNKNOWN:
+                return UNKNOWN
+            if test[0]:
+                return read_bounds(readers[1:2], k, idx)[0]
+            if not test[1]:
+                return read_bounds(readers[2:], k, idx)[0]
+            return _interval("if", [test, *read_bounds(readers[1:], k, idx)], self.exact)
+        return _interval(self.op, read_bounds(readers, k, idx), self.exact)
+
+    def _walked(self, j: int, k: int, idx: list[int]):
+        """_range by walking the tree (the reference the linked code must equal)."""
+        readers = [reader_of(a, k) for a in self.args]
         if self.op == "if":
             test = _read(readers[0], k, idx)
             if test is UNKNOWN:
@@ -275,7 +317,7 @@ class Expr:
                 return _read(readers[2], k, idx)
             return _interval("if", [test, _read(readers[1], k, idx),
                                     _read(readers[2], k, idx)], self.exact)
-        ranges = read_bounds(readers, k, idx)
+        ranges = [_walk(cell, level, k, idx) for cell, level in readers]
         return _interval(self.op, ranges, self.exact)
 
     def prepare(self, position, allowed) -> None:
@@ -286,6 +328,7 @@ class Expr:
         self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
                                      for j in range(1, len(self._places) + 1)]
         self._readers = [None] * (len(self._places) + 1)
+        self._linked = [0] * (len(self._places) + 1)
 
     def tables(self, found: dict) -> dict:
         for arg in self.args:

@@ -474,11 +474,17 @@ class _Done(Exception):
 class Tracker:
     """The ranges of some cells, kept up to date one option at a time: setting
     the option at place k re-reads only the cells that read it. It also keeps
-    weighted sums of their low ends (memory, host RAM) up to date."""
+    weighted sums of their low ends (memory, host RAM) up to date. The cells
+    the sums read come first at each place, so that a child whose memory does
+    not fit is dropped before the rest of its cells are read (update_sums, then
+    update_rest)."""
 
     def __init__(self, cells: list, places: list[set[int]], n: int, sums: list):
         self.cells = cells
-        self.at = [[i for i, p in enumerate(places) if k in p] for k in range(n)]
+        summed = {i for terms in sums for _, i in terms}
+        self.at = [sorted((i for i, p in enumerate(places) if k in p),
+                          key=lambda i: (i not in summed, i)) for k in range(n)]
+        self.split = [sum(1 for i in at if i in summed) for at in self.at]
         self.readers: list = [None] * n  # per place: (slot, cell, level or None), on first use
         self.sums = sums  # [[(weight, slot), ...], ...]
         weight = [dict((i, w) for w, i in terms) for terms in sums]
@@ -496,21 +502,22 @@ class Tracker:
 
     def update(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
         """Set the ranges after place k is set; returns what to restore."""
-        saved = []
+        saved = self.update_sums(ranges, totals, k, idx)
+        self.update_rest(ranges, k, idx, saved)
+        return saved
+
+    def _readers(self, k: int) -> list:
         readers = self.readers[k]
         if readers is None:
             readers = self.readers[k] = [(i, *reader_of(self.cells[i], k + 1))
                                          for i in self.at[k]]
-        for i, cell, level in readers:
-            saved.append((i, ranges[i]))
-            if level is None:
-                ranges[i] = cell.bound(k + 1, idx)
-                continue
-            pairs, low, high, listed = level  # Table.bound, its level found once
-            at = 0
-            for place, stride in pairs:
-                at += idx[place] * stride
-            ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
+        return readers
+
+    def update_sums(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
+        """The cells the sums read and the sums, after place k is set; returns
+        what to restore (update_rest adds to it)."""
+        saved: list = []
+        self._read(ranges, k, idx, saved, 0, self.split[k])
         old_totals = list(totals)
         for t, terms in enumerate(self.terms_at[k]):
             delta = 0.0
@@ -520,6 +527,39 @@ class Tracker:
                 totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
             elif delta:
                 totals[t] += delta
+        return saved, old_totals
+
+    def update_rest(self, ranges: list, k: int, idx: list[int], saved: tuple) -> None:
+        """The other cells that read place k, after update_sums."""
+        self._read(ranges, k, idx, saved[0], self.split[k], None)
+
+    def _read(self, ranges: list, k: int, idx: list[int], saved: list, start: int,
+              stop: int | None) -> None:
+        for i, cell, level in self._readers(k)[start:stop]:
+            saved.append((i, ranges[i]))
+            if level is None:
+                ranges[i] = cell.bound(k + 1, idx)
+                continue
+            pairs, low, high, listed = level  # Table.bound, its level found once
+            at = 0
+            for place, stride in pairs:
+                at += idx[place] * stride
+            ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
+
+    @staticmethod
+    def taken(ranges: list, totals: list, saved: tuple) -> tuple:
+        """What update() set (to set it again with apply())."""
+        return [(i, ranges[i]) for i, _ in saved[0]], list(totals)
+
+    @staticmethod
+    def apply(ranges: list, totals: list, taken: tuple) -> tuple:
+        """Set again what update() set (taken()); returns what to restore."""
+        cells, new_totals = taken
+        saved = [(i, ranges[i]) for i, _ in cells]
+        for i, value in cells:
+            ranges[i] = value
+        old_totals = list(totals)
+        totals[:] = new_totals
         return saved, old_totals
 
 
@@ -574,23 +614,24 @@ class _State:
             if not self._rules_hold(k):
                 self.pruned[k] += 1
                 continue
-            saved = tracker.update(ranges, totals, k, self.idx)
-            if self._fits():
+            saved = tracker.update_sums(ranges, totals, k, self.idx)
+            if self._fits():  # the rest of the cells only for a child that fits
+                tracker.update_rest(ranges, k, self.idx, saved)
                 kept = defaults + (value == s.defaults[k])
                 bound = (self._memory(),) if self.first else self._bounds(k + 1, kept)
-                children.append((bound, value, kept))
+                children.append((bound, value, kept, tracker.taken(ranges, totals, saved)))
             else:
                 self.pruned[k] += 1
             _restore(ranges, totals, saved)
         if len(children) > 1:  # a feasibility search tries the smallest first
             children.sort(key=_sortable)
-        for bound, value, kept in children:
+        for bound, value, kept, taken in children:
             if self.best_float is not None and not self.first and \
                     not _lex_less(bound, self.best_float, True):
                 self.pruned[k] += 1
                 continue
             self.idx[k] = value
-            saved = tracker.update(ranges, totals, k, self.idx)
+            saved = tracker.apply(ranges, totals, taken)  # as update() would set them
             self.dfs(k + 1, kept)
             _restore(ranges, totals, saved)
 
@@ -677,7 +718,7 @@ def _product(cell) -> tuple[list, list]:
 
 
 def _sortable(child) -> tuple:
-    bound, value, _ = child
+    bound, value = child[0], child[1]
     return tuple(x if x == x else -float("inf") for x in bound) + (value,)
 
 

@@ -1,0 +1,297 @@
+"""Expressions over tables linked into straight-line Python, one function per
+level of the search.
+
+An expression (program/tables.Expr) too large to table is a tree of operations
+over tables. Its range, with the first k options of the search's order set,
+used to be read by walking the tree: a call per node, a dispatch per operation,
+a tuple per range. Here the tree is linked once per level: every table's level
+is resolved to its flat lists and strides, every operation to its arithmetic,
+and the walk becomes one generated function over the value indices. The
+function computes exactly what the walk computed, in the same order (the same
+float operations on the same operands, the same `if` branches read), so every
+bound, and every plan, is the same to the bit; it is only faster to run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any
+
+from kbsolve.program import tables as T
+
+# written out; the other operations call T._interval
+INLINE = {"+", "-", "neg", "sum", "*", "/", "if", "min", "max"}
+
+_MADE: dict[str, Any] = {}  # source -> its maker, compiled once per process
+MADE_LIMIT = 4096  # shapes kept (a long-lived server meets many KBs' shapes)
+
+
+def link(expr, k: int):
+    """fn(k, idx) -> expr's (low, high) with the first k places of idx set (or
+    None, the range of an enum-valued expression): what Expr._range returns.
+
+    The expression's arguments are written out where they read as many
+    options as it does (their memo could not hit where its own missed) and
+    read through their own bound() (its memo) elsewhere. The arrays, places,
+    strides and settled values are the maker's arguments, so the source
+    depends only on the expression's shape, and a shape is compiled once."""
+    writer = _Writer(k, expr)
+    lo, hi = writer.emit(expr, 2)
+    if writer.maybe_unknown(expr):
+        writer.line(2, f"return None if {lo} is None else ({lo}, {hi})")
+    else:
+        writer.line(2, f"return ({lo}, {hi})")
+    names = ", ".join(["_interval", "_inf", "_MISS"] + [f"c{i}" for i in range(len(writer.consts))])
+    source = f"def make({names}):\n    def linked(k, idx):\n" + "\n".join(writer.lines) + \
+        "\n    return linked\n"
+    maker = _MADE.get(source)
+    if maker is None:
+        namespace: dict = {}
+        exec(compile(source, "<linked>", "exec"), namespace)
+        if len(_MADE) >= MADE_LIMIT:
+            _MADE.clear()
+        maker = _MADE[source] = namespace["make"]
+    return maker(T._interval, math.inf, T._MISS, *writer.consts)
+
+
+class _Writer:
+    def __init__(self, k: int, root):
+        self.k = k
+        self.root = root
+        self.lines: list[str] = []
+        self.consts: list = []
+        self.names = 0
+        self._unknown: dict[int, bool] = {}
+
+    def line(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def fresh(self, stem: str) -> str:
+        self.names += 1
+        return f"{stem}{self.names}"
+
+    def const(self, value) -> str:
+        self.consts.append(value)
+        return f"c{len(self.consts) - 1}"
+
+    def maybe_unknown(self, cell) -> bool:
+        """Whether cell's range can be UNKNOWN (an enum's, or built from one)."""
+        found = self._unknown.get(id(cell))
+        if found is None:
+            if isinstance(cell, T.Table):
+                found = cell.kind == "code"
+            elif cell.op == "if":
+                found = any(self.maybe_unknown(a) for a in cell.args)
+            else:
+                found = cell.op not in T._BOOL_RESULT and \
+                    any(self.maybe_unknown(a) for a in cell.args)
+            self._unknown[id(cell)] = found
+        return found
+
+    # ---- one node: code at `depth` that leaves its range in two names (None, None: UNKNOWN)
+    def emit(self, cell, depth: int) -> tuple[str, str]:
+        if isinstance(cell, T.Table):
+            return self._table(cell, depth)
+        if cell is not self.root and len(cell._places) < len(self.root._places):
+            return self._called(cell, depth)
+        if cell.op in INLINE:
+            return getattr(self, "_op_" + {"+": "add", "-": "sub", "*": "mul", "/": "div"}.get(
+                cell.op, cell.op))(cell, depth)
+        return self._generic(cell, depth)
+
+    def _index(self, pairs, depth: int) -> str:
+        if not pairs:
+            return "0"
+        at = self.fresh("at")
+        self.line(depth, f"{at} = " + " + ".join(f"idx[{self.const(p)}] * {self.const(s)}"
+                                                 for p, s in pairs))
+        return at
+
+    def _table(self, table, depth: int) -> tuple[str, str]:
+        k = self.k
+        if table.kind == "code":  # Table.bound: known only when every option is set
+            if any(a >= k for a in table._search_deps):
+                return "None", "None"
+            pairs, low, _, _, listed = table._levels[-1] or table._level(
+                len(table._search_deps))
+            value = self._read(low, listed, self._index(pairs, depth), depth)
+            return value, value
+        pairs, low, high, listed = table.reader(k)
+        if not pairs:  # settled: the level is one value
+            lo = low[0] if listed else low.item(0)
+            hi = high[0] if listed else high.item(0)
+            return self.const(lo), self.const(hi)
+        at = self._index(pairs, depth)
+        lo = self._read(low, listed, at, depth)
+        hi = lo if high is low else self._read(high, listed, at, depth)
+        return lo, hi
+
+    def _read(self, array, listed: bool, at: str, depth: int) -> str:
+        name = self.fresh("v")
+        source = self.const(array)
+        self.line(depth, f"{name} = {source}[{at}]" if listed else
+                  f"{name} = {source}.item({at})")
+        return name
+
+    def _args(self, cell, depth: int) -> list[tuple[str, str]]:
+        return [self.emit(a, depth) for a in cell.args]
+
+    def _guarded(self, cell, args, depth: int, body) -> tuple[str, str]:
+        """body(depth) over known args; UNKNOWN where an arg is (as _interval)."""
+        lo, hi = self.fresh("lo"), self.fresh("hi")
+        unknown = [a[0] for a, c in zip(args, cell.args) if self.maybe_unknown(c)]
+        if unknown:
+            self.line(depth, f"if {' is None or '.join(unknown)} is None:")
+            self.line(depth + 1, f"{lo} = {hi} = None")
+            self.line(depth, "else:")
+            depth += 1
+        body(lo, hi, depth)
+        return lo, hi
+
+    def _op_add(self, cell, depth):
+        (a0, a1), (b0, b1) = self._args(cell, depth)
+        return self._guarded(cell, [(a0, a1), (b0, b1)], depth, lambda lo, hi, d: (
+            self.line(d, f"{lo} = {a0} + {b0}"), self.line(d, f"{hi} = {a1} + {b1}")))
+
+    def _op_sub(self, cell, depth):
+        (a0, a1), (b0, b1) = self._args(cell, depth)
+        return self._guarded(cell, [(a0, a1), (b0, b1)], depth, lambda lo, hi, d: (
+            self.line(d, f"{lo} = {a0} - {b1}"), self.line(d, f"{hi} = {a1} - {b0}")))
+
+    def _op_neg(self, cell, depth):
+        (a0, a1), = self._args(cell, depth)
+        return self._guarded(cell, [(a0, a1)], depth, lambda lo, hi, d: (
+            self.line(d, f"{lo} = -{a1}"), self.line(d, f"{hi} = -{a0}")))
+
+    def _op_sum(self, cell, depth):
+        args = self._args(cell, depth)
+        lows = ", ".join(a[0] for a in args)
+        highs = ", ".join(a[1] for a in args)
+        return self._guarded(cell, args, depth, lambda lo, hi, d: (
+            self.line(d, f"{lo} = sum(({lows},))"), self.line(d, f"{hi} = sum(({highs},))")))
+
+    def _op_min(self, cell, depth):
+        return self._extreme(cell, depth, "min")
+
+    def _op_max(self, cell, depth):
+        return self._extreme(cell, depth, "max")
+
+    def _extreme(self, cell, depth, fn: str):
+        """T._LINEAR's min and max: the extreme of the lows, and of the highs."""
+        args = self._args(cell, depth)
+        if len(args) == 1:  # min(x) of one range is the range
+            return self._guarded(cell, args, depth, lambda lo, hi, d: (
+                self.line(d, f"{lo} = {args[0][0]}"), self.line(d, f"{hi} = {args[0][1]}")))
+        lows = ", ".join(a[0] for a in args)
+        highs = ", ".join(a[1] for a in args)
+        return self._guarded(cell, args, depth, lambda lo, hi, d: (
+            self.line(d, f"{lo} = {fn}({lows})"), self.line(d, f"{hi} = {fn}({highs})")))
+
+    def _op_mul(self, cell, depth):
+        (a0, a1), (b0, b1) = self._args(cell, depth)
+        return self._guarded(cell, [(a0, a1), (b0, b1)], depth,
+                             lambda lo, hi, d: self._products(lo, hi, d, a0, a1, b0, b1))
+
+    def _products(self, lo, hi, d, a0, a1, b0, b1):
+        """T._mul: the least and greatest of the four products, 0 * inf read as 0."""
+        products = []
+        for x, y in ((a0, b0), (a0, b1), (a1, b0), (a1, b1)):
+            p = self.fresh("p")
+            self.line(d, f"{p} = {x} * {y}")
+            self.line(d, f"if {p} != {p}: {p} = 0")
+            products.append(p)
+        self.line(d, f"{lo} = min({', '.join(products)})")
+        self.line(d, f"{hi} = max({', '.join(products)})")
+
+    def _op_if(self, cell, depth):
+        """Expr._range's `if`: the branch the condition decides, both where it
+        does not (then their hull), UNKNOWN where the condition is. Each branch
+        is written once: `then` is read unless the condition is surely false,
+        `other` unless it is surely true."""
+        test, then, other = cell.args
+        t0, t1 = self.emit(test, depth)
+        lo, hi = self.fresh("lo"), self.fresh("hi")
+        if self.maybe_unknown(test):
+            self.line(depth, f"if {t0} is None:")
+            self.line(depth + 1, f"{lo} = {hi} = None")
+            self.line(depth, "else:")
+            depth += 1
+        self.line(depth, f"if {t0} or {t1}:")
+        self.line(depth + 1, "pass")
+        a0, a1 = self.emit(then, depth + 1)
+        self.line(depth, f"if not {t0}:")
+        self.line(depth + 1, "pass")
+        b0, b1 = self.emit(other, depth + 1)
+        self.line(depth, f"if {t0}:")
+        self.line(depth + 1, f"{lo} = {a0}")
+        self.line(depth + 1, f"{hi} = {a1}")
+        self.line(depth, f"elif not {t1}:")
+        self.line(depth + 1, f"{lo} = {b0}")
+        self.line(depth + 1, f"{hi} = {b1}")
+        self.line(depth, "else:")
+        unknown = [n for n, c in ((a0, then), (b0, other)) if self.maybe_unknown(c)]
+        inner = depth + 1
+        if unknown:
+            self.line(inner, f"if {' is None or '.join(unknown)} is None:")
+            self.line(inner + 1, f"{lo} = {hi} = None")
+            self.line(inner, "else:")
+            inner += 1
+        self.line(inner, f"{lo} = min({a0}, {b0})")
+        self.line(inner, f"{hi} = max({a1}, {b1})")
+        return lo, hi
+
+    def _called(self, cell, depth):
+        """A smaller expression, through its memo (as Expr.bound reads it, inline):
+        its range where none of its options is set yet, read now, is a constant."""
+        j = bisect.bisect_left(cell._places, self.k)
+        lo, hi = self.fresh("lo"), self.fresh("hi")
+        if j == 0:
+            found = cell.bound(self.k, [0] * (max(cell._places, default=0) + 1))
+            if found is None:
+                return "None", "None"
+            return self.const(found[0]), self.const(found[1])
+        r, key = self.fresh("r"), self.fresh("key")
+        if cell._memo is None:
+            self.line(depth, f"{r} = {self.const(cell)}.bound(k, idx)")
+        else:
+            places = [f"idx[{self.const(p)}]" for p in cell._places[:j]]
+            self.line(depth, f"{key} = ({self.const(j)}, " + (places[0] if j == 1 else
+                                                              "(" + ", ".join(places) + ")") + ")")
+            memo = self.const(cell._memo)
+            self.line(depth, f"{r} = {memo}.get({key}, _MISS)")
+            self.line(depth, f"if {r} is _MISS: {r} = {self.const(cell)}._missed("
+                             f"{self.const(j)}, k, idx, {key}, {memo})")
+        if self.maybe_unknown(cell):
+            self.line(depth, f"{lo}, {hi} = ({r} if {r} is not None else (None, None))")
+        else:
+            self.line(depth, f"{lo}, {hi} = {r}")
+        return lo, hi
+
+    def _op_div(self, cell, depth):
+        (a0, a1), (b0, b1) = self._args(cell, depth)
+
+        def body(lo, hi, d):  # T._divr: unbounded where the divisor may be 0 or infinite
+            finite = " and ".join(f"(not isinstance({x}, float) or {x} - {x} == 0)"
+                                  for x in (b0, b1))
+            self.line(d, f"if {b0} <= 0 <= {b1} or not ({finite}):")
+            self.line(d + 1, f"{lo} = -_inf")
+            self.line(d + 1, f"{hi} = _inf")
+            self.line(d, "else:")
+            q0, q1 = self.fresh("q"), self.fresh("q")
+            self.line(d + 1, f"{q0} = 1 / {b1}")
+            self.line(d + 1, f"{q1} = 1 / {b0}")
+            self._products(lo, hi, d + 1, a0, a1, q0, q1)
+        return self._guarded(cell, [(a0, a1), (b0, b1)], depth, body)
+
+    def _generic(self, cell, depth):
+        args = self._args(cell, depth)
+        ranges = ", ".join(f"(None if {a0} is None else ({a0}, {a1}))"
+                           if self.maybe_unknown(c) else f"({a0}, {a1})"
+                           for (a0, a1), c in zip(args, cell.args))
+        r = self.fresh("r")
+        op, exact = self.const(cell.op), self.const(cell.exact)
+        self.line(depth, f"{r} = _interval({op}, [{ranges}], {exact})")
+        lo, hi = self.fresh("lo"), self.fresh("hi")
+        self.line(depth, f"{lo}, {hi} = ({r} if {r} is not None else (None, None))")
+        return lo, hi

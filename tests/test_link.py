@@ -1,0 +1,83 @@
+"""The linked expressions (program/link.py) against the tree walk they replace:
+every range the search reads from an expression, on real queries of three
+frameworks, is the walk's to the bit (value and type), and the search's tree
+is the one the walk gives (the same node count)."""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import pytest
+
+from kbsolve import api
+from kbsolve.program import tables
+from kbsolve.program.link import link
+from kbsolve.program.query import Query, resolve
+from kbsolve.solver.search import Search
+
+QUERIES = [
+    ({"gpus": "8xA100", "model": "qwen3-8b"}, 50_000),
+    ({"gpus": "8xH100", "model": "llama3-8b", "framework": "pytorch"}, 3_000),
+    ({"gpus": "8x8xA100", "model": "flux1-dev", "framework": "torchtitan"}, 3_000),
+]
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb()
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(type(x) is type(y) and (x == y or x != x and y != y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("fields,budget", QUERIES, ids=lambda f: str(f))
+def test_linked_ranges_are_the_walks(kb, monkeypatch, fields, budget):
+    linked = tables.Expr._range
+    seen = {"calls": 0, "differ": []}
+
+    def checked(self, j, k, idx):
+        found = linked(self, j, k, idx)
+        walked = self._walked(j, k, idx)
+        seen["calls"] += 1
+        if not _same(found, walked):
+            seen["differ"].append((self.op, j, k, found, walked))
+        return found
+
+    problem = resolve(kb, Query(**fields)).problem
+    monkeypatch.setattr(tables.Expr, "_range", checked)
+    with_check = Search(problem).run(budget=budget)
+    monkeypatch.setattr(tables.Expr, "_range", linked)
+    plain = Search(problem).run(budget=budget)
+    assert seen["calls"] > 100
+    assert seen["differ"] == []
+    assert (with_check.status, with_check.nodes, with_check.chosen) == \
+        (plain.status, plain.nodes, plain.chosen)
+
+
+def test_walk_and_link_agree_on_unknown_and_settled_cells():
+    """An `if` whose test reads an unset enum takes both branches, both ways;
+    a sum whose tables are all settled is one constant."""
+    code = tables.Table((0,), (2,), np.array([0, 1]), "code", False)
+    num = tables.Table((1,), (3,), np.array([1.0, 2.0, 4.0]), "num", False)
+    two = tables.Table((), (), np.array(2.0), "num", False)
+    test = tables.Expr("==", [code, tables.Table((), (), np.array(1), "code",
+                                                 False)], "bool", True)
+    root = tables.Expr("if", [test, tables.Expr("sum", [num, two], "num", False), num],
+                       "num", False)
+    cells = {}
+    root.tables(cells)
+    for cell in [root, *cells.values()]:
+        cell.prepare([0, 1], [np.ones(2, bool), np.ones(3, bool)])
+    for k in range(3):
+        for idx in ([0, 0], [1, 2], [1, 0]):
+            j = bisect.bisect_left(root._places, k)
+            walked = root._walked(j, k, idx)
+            assert _same(link(root, k)(k, idx), walked), (k, idx)
+            assert _same(root._range(j, k, idx), walked), (k, idx)
+    assert link(root, 2)(2, [1, 2]) == (6.0, 6.0)
+    assert link(root, 2)(2, [0, 2]) == (4.0, 4.0)
+    assert link(root, 0)(0, [0, 0]) == (1.0, 6.0)  # the test unknown: both branches
