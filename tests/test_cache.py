@@ -203,11 +203,13 @@ WORKER = textwrap.dedent("""
 SHELL_LOOP = "for mode in {modes}; do {python} -c \"$WORKER\" $mode || exit 1; done"
 
 
-def test_concurrent_processes_never_fail_and_leave_a_valid_cache(cache, tmp_path):
+def test_concurrent_processes_never_fail_and_leave_a_valid_cache(cache, tmp_path,
+                                                                 _shipped_kb_cache_entries):
     env = dict(os.environ, WORKER=WORKER, **{CACHE_ENV: str(cache)})
     env.pop("KBSOLVE_PATH", None)
     loops = []
-    for modes in ("clear keep keep clear", "keep clear keep keep"):
+    # each loop's build races the other loop's read, and its read the other's build
+    for modes in ("clear keep clear", "keep clear keep"):
         script = SHELL_LOOP.format(modes=modes, python=sys.executable)
         loops.append(subprocess.Popen(["bash", "-c", script], env=env, cwd=Path.cwd(),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -215,10 +217,12 @@ def test_concurrent_processes_never_fail_and_leave_a_valid_cache(cache, tmp_path
     for proc in loops:
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
-        assert out.count("ok ") == 4, out + err
+        assert out.count("ok ") == 3, out + err
         assert "Traceback" not in err
     (entry,) = entries(cache)
-    assert valid(entry) == load.load_kb(use_cache=False)
+    # the KB this run built once for every test (conftest), else a build of our own
+    seeds = _shipped_kb_cache_entries
+    assert valid(entry) == (valid(seeds[0]) if seeds else load.load_kb(use_cache=False))
     assert not list(cache.glob(".kb-*.tmp")), "a temporary file was left behind"
 
 

@@ -189,6 +189,9 @@ def test_missing_shared_folder_skips_the_source_check_with_a_note(tmp_path, monk
     assert "KBSOLVE_SHARED_DIR" in note
 
 
+@pytest.mark.slow  # ~11 s of CPU; CI's wheel check runs `kbsolve kb check --deep`, which
+# exits 2 on a contradiction or a dead value (both errors), and the planted packs below
+# check the deep check itself on one framework's space
 def test_shipped_kb_deep_check_is_fast_and_has_no_contradiction():
     start = time.process_time()  # CPU, not wall: the same under any load
     report = api.deep_check()

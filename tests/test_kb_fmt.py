@@ -26,7 +26,20 @@ def without_spans(module) -> tuple:
     return (module.name, module.framework, [name for name, _ in module.imports], module.decls)
 
 
-def assert_properties(text: str, name: str = "x.kb") -> str:
+_FORMATTED: dict[tuple[str, str], str] = {}
+
+
+def formatted_once(text: str, name: str = "<text>") -> str:
+    """format_text, computed once per (text, file) in this module: the shipped files'
+    test and `kb fmt --check` over the shipped KB lay out the same texts (a pure
+    function; each result was computed by format_text itself)."""
+    key = (text, name)
+    if key not in _FORMATTED:
+        _FORMATTED[key] = format_text(text, name)
+    return _FORMATTED[key]
+
+
+def assert_properties(text: str, name: str = "x.kb", format_text=format_text) -> str:
     formatted = format_text(text, name)
     assert without_spans(parse_module(formatted, name)) == without_spans(parse_module(text, name))
     assert format_text(formatted, name) == formatted
@@ -36,7 +49,7 @@ def assert_properties(text: str, name: str = "x.kb") -> str:
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_files_keep_their_meaning_and_comments(path):
-    assert_properties(path.read_text(encoding="utf-8"), str(path))
+    assert_properties(path.read_text(encoding="utf-8"), str(path), formatted_once)
 
 
 def test_layout_is_canonical():
@@ -82,7 +95,7 @@ SEPARATORS = st.sampled_from([" ", "  ", "\n", "\n\n\n", "\t", " # note\n", "\n#
 @st.composite
 def programs(draw):
     decls = []
-    for index in range(draw(st.integers(1, 4))):
+    for index in range(draw(st.integers(1, 6))):
         expr = draw(expressions())
         kind = draw(st.sampled_from(["let", "rule", "warn", "memory"]))
         header = {"let": f"let v{index}: B = ", "rule": f"rule R{index}: require ",
@@ -103,14 +116,14 @@ def respaced(text: str, seps: list[str]) -> str:
     return "".join(out)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.lists(SEPARATORS, min_size=1, max_size=8))
 def test_generated_programs(program, seps):
     assert_properties(program)
     assert_properties(respaced(program, seps))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.sampled_from(SHIPPED), st.lists(SEPARATORS, min_size=1, max_size=6))
 def test_shipped_files_respaced(path, seps):
     text = respaced(path.read_text(encoding="utf-8"), seps)
@@ -153,7 +166,9 @@ def test_fmt_on_a_missing_path_is_a_usage_error(tmp_path):
     assert main(["kb", "fmt", str(tmp_path / "nope")]) == 2
 
 
-def test_shipped_files_are_reported_by_name(capsys):
+def test_shipped_files_are_reported_by_name(capsys, monkeypatch):
+    from kbsolve.lint import fmtfiles
+    monkeypatch.setattr(fmtfiles, "format_text", formatted_once)  # the texts laid out above
     code = main(["kb", "fmt", "--check"])
     lines = capsys.readouterr().out.splitlines()
     listed = [line.split(" ", 2)[2] for line in lines if line.startswith("would reformat ")]
