@@ -43,11 +43,12 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
                 _global_batch_fix(kb, resolved, outcome.core) + \
                 _host_ram_fix(problem, outcome.core) + hardware(_bigger(kb, resolved))
         return result
+    if outcome.timed_out:
+        result.notes.append(f"the --timeout of {query.timeout:g} s ran out: " + (
+            "the best plan found so far, not proven optimal, and not explained"
+            if outcome.metrics is not None else "no plan was found before it"))
     if outcome.metrics is None:
         return result
-    if outcome.timed_out:
-        result.notes.append(f"the --timeout of {query.timeout:g} s ran out: the best plan "
-                            f"found so far, not proven optimal, and not explained")
     assignment = settle(problem, full_assignment(problem, outcome.chosen))
     _fill(result, problem, assignment, outcome.metrics)
     if outcome.status == "optimal":  # a time-out explains nothing
