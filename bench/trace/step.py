@@ -44,11 +44,15 @@ import contextlib
 import gc
 import json
 import sys
+from pathlib import Path
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_autocast import cuda_policy  # noqa: E402
 
 # LlamaFactory's lora_target "all" is every linear layer but the output layer
 # (model/model_utils/misc.py find_all_linear_modules), as PEFT's "all-linear".
@@ -585,10 +589,13 @@ def trace(case):
             flops = FlopCounterMode(display=False)
             with tracker, flops:
                 states = _category_bytes(tracker.get_tracker_snapshot("current"), ("PARAM", "BUFFER"))
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = task_loss(model, case, case["batch"])
-                loss.backward()
-                del loss
+                # CUDA autocast's float32 list when the case asks (cuda_autocast.py;
+                # the LLM grids do not yet: docs/decisions.md, second integration)
+                with cuda_policy(case.get("cuda_autocast", False)):
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        loss = task_loss(model, case, case["batch"])
+                    loss.backward()
+                    del loss
                 fb_peak = tracker.get_tracker_snapshot("peak")
                 grads = _category_bytes(tracker.get_tracker_snapshot("current"), ("GRAD",))
                 optimizer.step()
