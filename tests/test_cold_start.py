@@ -150,7 +150,7 @@ def test_a_cached_plan_imports_no_parser_of_files_it_does_not_read(tmp_path):
 
 THRESHOLDS = """
 import gc, os, runpy, sys
-sys.argv = ["kbsolve", "--help"]
+sys.argv[1:] = ["--help"]  # argv[0] becomes the module's path (runpy alter_sys)
 os._exit = sys.exit  # the command ends the process itself: not here
 try:
     runpy.run_module("kbsolve", run_name="__main__", alter_sys=True)
