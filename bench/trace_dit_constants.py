@@ -30,15 +30,12 @@ DATA = Path(__file__).resolve().parent / "data" / "traces" / "grid_dit.json"
 # traced model -> (KB family, the row's shape)
 MODELS = {"flux1-dev": ("flux1", "512x512"), "sd3.5-large": ("sd3.5", "512x512"),
           "wan2.1-t2v-14b": ("wan2.1", "480x832x17"), "qwen-image": ("qwen-image", "512x512")}
-# KB let -> (method, checkpointing, figure)
-LETS = {"dit_saved_per_block_frozen": ("lora", "nogc", "per_block"),
-        "dit_fixed_frozen": ("lora", "nogc", "once"),
-        "dit_saved_per_block_trained": ("full", "nogc", "per_block"),
-        "dit_fixed_trained": ("full", "nogc", "once"),
-        "dit_checkpoint_per_block_frozen": ("lora", "gc", "per_block"),
-        "dit_recompute_frozen": ("lora", "gc", "once"),
-        "dit_checkpoint_per_block_trained": ("full", "gc", "per_block"),
-        "dit_recompute_trained": ("full", "gc", "once")}
+# the row traced (method, checkpointing) -> its (per-block let, once let)
+ROWS = {("lora", "nogc"): ("dit_saved_per_block_frozen", "dit_fixed_frozen"),
+        ("full", "nogc"): ("dit_saved_per_block_trained", "dit_fixed_trained"),
+        ("lora", "gc"): ("dit_checkpoint_per_block_frozen", "dit_recompute_frozen"),
+        ("full", "gc"): ("dit_checkpoint_per_block_trained", "dit_recompute_trained")}
+LETS = [let for pair in ROWS.values() for let in pair]
 
 
 def _hidden(row: dict) -> int:
@@ -82,17 +79,14 @@ def derive(data: dict) -> dict[str, dict[str, float]]:
     rows = {r["id"]: r for r in data["cases"]}
     out: dict[str, dict[str, float]] = {let: {} for let in LETS}
     for model, (family, shape) in MODELS.items():
-        for let, (method, gc, figure) in LETS.items():
+        for (method, gc), (per_let, once_let) in ROWS.items():
             row = rows[f"{model}-{method}-{gc}-b1-{shape}"]
-            hidden = _hidden(row)
-            _kinds, per, once = _per_block_and_once(row, method == "full", hidden)
-            if figure == "per_block":
-                out[let][family] = per
-            elif gc == "nogc":
-                out[let][family] = once
-            else:
+            hidden, trained = _hidden(row), method == "full"
+            _kinds, per, once = _per_block_and_once(row, trained, hidden)
+            if gc == "gc":  # R: the full-depth figure less C per block
                 blocks = sum(row["full_blocks"].values())
-                out[let][family] = _held(row["full"], method == "full") / (_tokens(row) * hidden) - blocks * per
+                once = _held(row["full"], trained) / (_tokens(row) * hidden) - blocks * per
+            out[per_let][family], out[once_let][family] = per, once
     attention_only = rows["flux1-dev-lora-nogc-b1-512x512"]
     default_targets = rows["flux1-dev-lora_default-nogc-b1-512x512"]
     hidden = _hidden(attention_only)

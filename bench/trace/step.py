@@ -44,15 +44,13 @@ import contextlib
 import gc
 import json
 import sys
-from pathlib import Path
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_autocast import cuda_policy  # noqa: E402
+from cuda_autocast import cuda_policy  # beside this script (sys.path[0])
 
 # LlamaFactory's lora_target "all" is every linear layer but the output layer
 # (model/model_utils/misc.py find_all_linear_modules), as PEFT's "all-linear".
