@@ -134,47 +134,13 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         if repaired is not None:
             met.append(repaired)
             return None
-        core, found = _search_clash(search, bounds, key, value, assignment, EXPLAIN_BUDGET)
-        if core is None and found is not None:
-            chosen, plan = found
+        core = search.clash(key, value, assignment, EXPLAIN_BUDGET, bounds.overflows)
+        if core is None and search.last_found is not None:
+            chosen, plan = search.last_found
             met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v}, plan))
         return by_z3(key, value) if core == "budget" else core
     seen: list = []
     return clash
-
-
-def _search_clash(search, bounds: ValueBounds, key: str, value, start: dict[str, Any],
-                  budget: int) -> tuple:
-    """search.clash's answer and the plan its search found, with fewer searches: a
-    value the memory bounds rule out is not searched for (arc consistency still
-    names the rules where it empties a domain), and arc consistency runs only when
-    the first feasibility search finds no plan (a plan it finds keeps every
-    value arc consistency would keep). The steps and answers are search.clash's
-    (solver/search.py), in another order; a value arc consistency took out at the
-    root goes to search.clash itself."""
-    from kbsolve.solver.search import why_masks
-    if not search.prepare():
-        return None, None
-    axis = search.keys.index(key)
-    if search.allowed[axis][search.p.choices[key].index(value)]:
-        found = None if bounds.overflows(key, value) else \
-            search.run(start=start, fixed={key: value}, budget=budget // 10, first=True)
-        if found is not None and found.chosen is not None:
-            return None, (found.chosen, found.metrics)
-        why: dict = {}
-        if search.domains({key: value}, why) is None:
-            return (sorted({why["empty"], *(r for r in why.values() if r != why["empty"])})[:3]
-                    if "empty" in why else ["memory:fit"]), None
-        if found is not None and found.status == "budget":  # as search.clash: narrowed
-            found = search._narrowed(key, value, why_masks(search, key, value), start, budget)
-            if found.chosen is not None:
-                return None, (found.chosen, found.metrics)
-            if found.status == "budget":
-                return "budget", None
-        return (["memory:fit", "memory:host_fit"] if search.host_terms else
-                ["memory:fit"]), None
-    core = search.clash(key, value, start, budget)  # ruled out at the root: its reason
-    return core, search.last_found
 
 
 LOCAL_LIMIT = 512  # assignments of a rule's other options tried before a search

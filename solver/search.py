@@ -364,9 +364,14 @@ class Search:
                          state.nodes), state
         return Found(status, state.best[0], state.best[1], state.nodes), state
 
-    def clash(self, key: str, value, start: dict[str, Any], budget: int) -> list[str] | None:
-        """None when some feasible plan has key=value; else the parts that rule
-        it out ('rule:...', 'when:...', 'memory:fit'); "budget" when undecided."""
+    def clash(self, key: str, value, start: dict[str, Any], budget: int,
+              overflows=None) -> list[str] | str | None:
+        """None when some feasible plan has key=value (its plan in last_found); else
+        the parts that rule it out ('rule:...', 'when:...', 'memory:fit'); "budget"
+        when undecided. `overflows(key, value)`: a proven memory lower bound over the
+        budget, which skips the feasibility search. Arc consistency runs only when the
+        first search finds no plan (a plan it finds keeps every value arc consistency
+        would keep), to name the rules that empty a domain."""
         self.last_found = None
         if not self.prepare():
             return None
@@ -374,18 +379,22 @@ class Search:
         index = self.p.choices[key].index(value)
         if not self.allowed[axis][index]:
             return [self.why.get((axis, index), "memory:fit")]
+        found = None if overflows is not None and overflows(key, value) else \
+            self.run(start=start, fixed={key: value}, budget=budget // 10, first=True)
+        if found is not None and found.chosen is not None:
+            self.last_found = (found.chosen, found.metrics)
+            return None
         why: dict = {}
         if self.domains({key: value}, why) is None:
             return sorted({why["empty"], *(r for r in why.values() if r != why["empty"])})[:3] \
                 if "empty" in why else ["memory:fit"]
-        found = self.run(start=start, fixed={key: value}, budget=budget // 10, first=True)
-        if found.status == "budget":  # again, with the value in every bound, first
+        if found is not None and found.status == "budget":  # again, with the value in every bound, first
             found = self._narrowed(key, value, why_masks(self, key, value), start, budget)
-        self.last_found = (found.chosen, found.metrics) if found.chosen is not None else None
-        if found.status == "budget":
-            return "budget"
-        if found.chosen is not None:
-            return None
+            if found.chosen is not None:
+                self.last_found = (found.chosen, found.metrics)
+                return None
+            if found.status == "budget":
+                return "budget"
         # no rule alone rules it out: the budgets do (both named when both apply)
         return ["memory:fit", "memory:host_fit"] if self.host_terms else ["memory:fit"]
 
