@@ -85,6 +85,8 @@ def settings(case: dict, framework: str) -> dict:
                "ema_decay": "0", "kl_beta": "0", "mixed_precision": "bf16"}
         if case["method"] == "lora":
             out.update(lora_rank=str(case["lora_rank"]), target_modules="default")
+        if case["family"] == "qwenimage":  # the traced prompt's length (a property of the data)
+            out["prompt_tokens"] = str(case["text_tokens"])
         return out
     out = {"mixed_precision": "bf16", "gradient_checkpointing": str(case["checkpointing"]).lower(),
            "train_batch_size": str(case["batch"]), "resolution": str(case["height"]),

@@ -36,6 +36,10 @@ ROWS = {("lora", "nogc"): ("dit_saved_per_block_frozen", "dit_fixed_frozen"),
         ("lora", "gc"): ("dit_checkpoint_per_block_frozen", "dit_recompute_frozen"),
         ("full", "gc"): ("dit_checkpoint_per_block_trained", "dit_recompute_trained")}
 LETS = [let for pair in ROWS.values() for let in pair]
+# Qwen-Image's prompt is variable-length: its LoRA gc rows at two image sizes
+# (same 128 text tokens) split the per-block figure into all tokens and text's extra
+TEXT_SPLIT = {"qwen-image": ("qwen-image-lora-gc-b1-512x512", "qwen-image-lora-gc-b1-1024x1024")}
+TEXT_LET = "dit_checkpoint_text_extra_frozen"
 
 
 def _hidden(row: dict) -> int:
@@ -74,6 +78,25 @@ def _per_block_and_once(row: dict, trained: bool, hidden: int) -> tuple[dict, fl
     return {key: per}, per, base - 2 * per
 
 
+def _text_split(small: dict, large: dict) -> tuple[float, float, float]:
+    """(C over all tokens, the text tokens' extra, R) per hidden unit from two LoRA gc
+    rows that differ in image tokens only: C*tokens + X*text equals each row's bytes
+    per checkpointed block; R from the smaller row's full depth, as for the others."""
+    hidden = _hidden(small)
+    block = []
+    for row in (small, large):
+        (_key, _n), = row["full_blocks"].items()
+        points = row["points"]
+        block.append((_tokens(row), row["text_tokens"],
+                      (_held(points["3"], False) - _held(points["2"], False)) / hidden))
+    (t1, x1, b1), (t2, x2, b2) = block
+    det = t1 * x2 - t2 * x1
+    per, text = (b1 * x2 - b2 * x1) / det, (t1 * b2 - t2 * b1) / det
+    blocks = sum(small["full_blocks"].values())
+    once = (_held(small["full"], False) / hidden - blocks * (per * t1 + text * x1)) / t1
+    return per, text, once
+
+
 def derive(data: dict) -> dict[str, dict[str, float]]:
     """{let: {KB family: value}} from the grid's rows, plus the flux default-target extras."""
     rows = {r["id"]: r for r in data["cases"]}
@@ -87,6 +110,12 @@ def derive(data: dict) -> dict[str, dict[str, float]]:
                 blocks = sum(row["full_blocks"].values())
                 once = _held(row["full"], trained) / (_tokens(row) * hidden) - blocks * per
             out[per_let][family], out[once_let][family] = per, once
+    out[TEXT_LET] = {}
+    for family, (small_id, large_id) in TEXT_SPLIT.items():
+        per, text, once = _text_split(rows[small_id], rows[large_id])
+        out["dit_checkpoint_per_block_frozen"][family] = per
+        out["dit_recompute_frozen"][family] = once
+        out[TEXT_LET][family] = text
     attention_only = rows["flux1-dev-lora-nogc-b1-512x512"]
     default_targets = rows["flux1-dev-lora_default-nogc-b1-512x512"]
     hidden = _hidden(attention_only)
