@@ -423,7 +423,10 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         out["fsdp_root_embeddings"] = "false"
     if method == "qlora":
         library = (row.get("quantization") or {}).get("library", "")
-        out["quant_library"] = "torchao" if library.startswith("torchao") else "bnb"
+        # AutoGPTQ checkpoints (Qwen's Int4 models) run QuantLinear's torch path: the
+        # option's "gptq" (kb/pytorch/memory.kb gptq_dequantized_weights)
+        out["quant_library"] = "torchao" if library.startswith("torchao") else \
+            "gptq" if library == "auto-gptq" else "bnb"
         if out["quant_library"] == "torchao" and script(row) == "torchtune" and any(
                 commit in row.get("source", "") for commit in TORCHAO_01_COMMITS):
             out["nf4_load_unchunked"] = "true"

@@ -234,6 +234,17 @@ def test_torchtune_rows_of_torchao_01_quantize_at_load_in_one_pass():
         assert "nf4_load_unchunked" not in accuracy.settings_for(other, {})
 
 
+def test_gptq_checkpoints_take_autogptqs_torch_path():
+    """Qwen's Int4 rows (quantization library auto-gptq) run AutoGPTQ's QuantLinear, which
+    saves dequantized weights, not bitsandbytes' saved inputs; the other libraries keep theirs."""
+    row = dict(LITGPT_FSDP_ROW, id="qwenreadme-19", framework="qwen-finetune", method="qlora",
+               distributed="zero2", quantization={"library": "auto-gptq"})
+    assert accuracy.settings_for(row, {})["quant_library"] == "gptq"
+    for library, expected in (("bitsandbytes", "bnb"), ("torchao NF4Tensor", "torchao")):
+        other = dict(row, quantization={"library": library})
+        assert accuracy.settings_for(other, {})["quant_library"] == expected
+
+
 def test_band_level_rises_until_sources_left_out_are_covered_nine_in_ten():
     """Eighteen sources 5 % over their prediction, one 30 % over, and one whose three runs
     are 20 % over: at the 90 % rank the three-run source is covered by no band fitted
