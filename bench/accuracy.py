@@ -447,6 +447,16 @@ EXCLUDED = {
     "torchtune-23": "the data file: same config name as torchtune-22 but ~2x the memory; "
                     "'treat as a noise warning'",
     "torchtune-25": "the data file: same config name as torchtune-24 yet ~2x memory (noise warning)",
+    # pytorch/torchtune@5b0dc57 README.md (2024-04-14) marks every row '*': an estimate on A100s
+    # capped with set_per_process_memory_fraction; Llama-2-7B's 6.74 B weights, gradients and
+    # AdamW's two bf16 moments (8 bytes a parameter, 7B_full.yaml: torch.optim.AdamW, dtype bf16,
+    # FULL_SHARD over 4) are 12.55 GiB per GPU, above its 12.01 GB (11.19 GiB), and
+    # full_finetune_distributed.py at that commit logs memory only after model init (L298).
+    # fef3ed10d ('Memory update (#775)', 2024-04-16) replaced it with 22.9 GB on 4 x RTX 4090
+    # (torchtune2-9).
+    "torchtune-apr24-e": "below the run's own sharded weights, gradients and AdamW moments "
+                         "(12.55 GiB a GPU for 12.01 GB): an estimate the source replaced two "
+                         "days later with 22.9 GB measured (torchtune2-9)",
     "llamarecipes-1": "FSDP without its all-gather rate limiter (limit_all_gathers=False): "
                       "gathers run ahead of compute without bound, which no option expresses",
 }
