@@ -124,6 +124,17 @@ LOSS_16BIT = {"qwen-finetune", "deepspeed-chat"}
 ZERO_BUCKETS = {"qwen-finetune": 2 * 200_000_000, "deepspeed-chat": 500_000_000}
 
 
+# Scripts that wrap with FSDP1 (FullyShardedDataParallel, limit_all_gathers on: the option fsdp1):
+# Answer.AI's train.py @4cd6923 (FSDP(..., limit_all_gathers=True), L724-737); llama-recipes'
+# FSDP runs (PR #41 names limit_all_gathers=True); accelerate's FSDP plugin, FSDP1 with
+# limit_all_gathers on by default, under the HF Trainer (fms-hf-tuning), PEFT's examples/sft and
+# axolotl; torchtune's distributed recipes until the FSDP2 migration (recipes/*_distributed.py:
+# FSDP(...) at 5b0dc57 and fef3ed10d; training.shard_model / fully_shard at 3fddc5694, after
+# 6deeda92c 'LoRA FSDP2 recipe migration', 2024-09-10). torchtitan runs FSDP2.
+FSDP1_SCRIPTS = {"fsdp_qlora", "llama-recipes", "fms-hf-tuning", "peft-sft", "axolotl"}
+TORCHTUNE_FSDP1_COMMITS = ("5b0dc57", "fef3ed10d")
+
+
 def ds_script(row: dict) -> str:
     """script(row), with DeepSpeed-Chat's step-1 runs named apart from DeepSpeed's other demos."""
     name = script(row)
@@ -417,6 +428,10 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         out["dora"] = "true"
     out["attention"] = ("eager" if row.get("attention") == "eager" else "math") \
         if _math_attention(row, model or {}) else "flash"
+    if sharding in ("fsdp", "fsdp-offload", "hybrid-shard") and (
+            script(row) in FSDP1_SCRIPTS or (script(row) == "torchtune" and any(
+                commit in row.get("source", "") for commit in TORCHTUNE_FSDP1_COMMITS))):
+        out["fsdp1"] = "true"
     if row.get("outputs_kept"):
         out["kv_cache_kept"] = "true"
     if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
