@@ -124,6 +124,17 @@ LOSS_16BIT = {"qwen-finetune", "deepspeed-chat"}
 ZERO_BUCKETS = {"qwen-finetune": 2 * 200_000_000, "deepspeed-chat": 500_000_000}
 
 
+# Scripts that wrap with FSDP1 (FullyShardedDataParallel, limit_all_gathers on: the option fsdp1):
+# Answer.AI's train.py @4cd6923 (FSDP(..., limit_all_gathers=True), L724-737); llama-recipes'
+# FSDP runs (PR #41 names limit_all_gathers=True); accelerate's FSDP plugin, FSDP1 with
+# limit_all_gathers on by default, under the HF Trainer (fms-hf-tuning), PEFT's examples/sft and
+# axolotl; torchtune's distributed recipes until the FSDP2 migration (recipes/*_distributed.py:
+# FSDP(...) at 5b0dc57 and fef3ed10d; training.shard_model / fully_shard at 3fddc5694, after
+# 6deeda92c 'LoRA FSDP2 recipe migration', 2024-09-10). torchtitan runs FSDP2.
+FSDP1_SCRIPTS = {"fsdp_qlora", "llama-recipes", "fms-hf-tuning", "peft-sft", "axolotl"}
+TORCHTUNE_FSDP1_COMMITS = ("5b0dc57", "fef3ed10d")
+
+
 def ds_script(row: dict) -> str:
     """script(row), with DeepSpeed-Chat's step-1 runs named apart from DeepSpeed's other demos."""
     name = script(row)
@@ -417,13 +428,20 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         out["dora"] = "true"
     out["attention"] = ("eager" if row.get("attention") == "eager" else "math") \
         if _math_attention(row, model or {}) else "flash"
+    if sharding in ("fsdp", "fsdp-offload", "hybrid-shard") and (
+            script(row) in FSDP1_SCRIPTS or (script(row) == "torchtune" and any(
+                commit in row.get("source", "") for commit in TORCHTUNE_FSDP1_COMMITS))):
+        out["fsdp1"] = "true"
     if row.get("outputs_kept"):
         out["kv_cache_kept"] = "true"
     if sharding != "none" and "custom_sharded_layers" in row.get("notes", ""):
         out["fsdp_root_embeddings"] = "false"
     if method == "qlora":
         library = (row.get("quantization") or {}).get("library", "")
-        out["quant_library"] = "torchao" if library.startswith("torchao") else "bnb"
+        # AutoGPTQ checkpoints (Qwen's Int4 models) run QuantLinear's torch path: the
+        # option's "gptq" (kb/pytorch/memory.kb gptq_dequantized_weights)
+        out["quant_library"] = "torchao" if library.startswith("torchao") else \
+            "gptq" if library == "auto-gptq" else "bnb"
         if out["quant_library"] == "torchao" and script(row) == "torchtune" and any(
                 commit in row.get("source", "") for commit in TORCHAO_01_COMMITS):
             out["nf4_load_unchunked"] = "true"
@@ -444,6 +462,16 @@ EXCLUDED = {
     "torchtune-23": "the data file: same config name as torchtune-22 but ~2x the memory; "
                     "'treat as a noise warning'",
     "torchtune-25": "the data file: same config name as torchtune-24 yet ~2x memory (noise warning)",
+    # pytorch/torchtune@5b0dc57 README.md (2024-04-14) marks every row '*': an estimate on A100s
+    # capped with set_per_process_memory_fraction; Llama-2-7B's 6.74 B weights, gradients and
+    # AdamW's two bf16 moments (8 bytes a parameter, 7B_full.yaml: torch.optim.AdamW, dtype bf16,
+    # FULL_SHARD over 4) are 12.55 GiB per GPU, above its 12.01 GB (11.19 GiB), and
+    # full_finetune_distributed.py at that commit logs memory only after model init (L298).
+    # fef3ed10d ('Memory update (#775)', 2024-04-16) replaced it with 22.9 GB on 4 x RTX 4090
+    # (torchtune2-9).
+    "torchtune-apr24-e": "below the run's own sharded weights, gradients and AdamW moments "
+                         "(12.55 GiB a GPU for 12.01 GB): an estimate the source replaced two "
+                         "days later with 22.9 GB measured (torchtune2-9)",
     "llamarecipes-1": "FSDP without its all-gather rate limiter (limit_all_gathers=False): "
                       "gathers run ahead of compute without bound, which no option expresses",
 }

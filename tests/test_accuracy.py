@@ -234,6 +234,32 @@ def test_torchtune_rows_of_torchao_01_quantize_at_load_in_one_pass():
         assert "nf4_load_unchunked" not in accuracy.settings_for(other, {})
 
 
+def test_gptq_checkpoints_take_autogptqs_torch_path():
+    """Qwen's Int4 rows (quantization library auto-gptq) run AutoGPTQ's QuantLinear, which
+    saves dequantized weights, not bitsandbytes' saved inputs; the other libraries keep theirs."""
+    row = dict(LITGPT_FSDP_ROW, id="qwenreadme-19", framework="qwen-finetune", method="qlora",
+               distributed="zero2", quantization={"library": "auto-gptq"})
+    assert accuracy.settings_for(row, {})["quant_library"] == "gptq"
+    for library, expected in (("bitsandbytes", "bnb"), ("torchao NF4Tensor", "torchao")):
+        other = dict(row, quantization={"library": library})
+        assert accuracy.settings_for(other, {})["quant_library"] == expected
+
+
+def test_fsdp1_scripts_and_torchtunes_fsdp1_commits_take_the_pending_frees():
+    """Answer.AI's, llama-recipes' and accelerate's FSDP wrap with FSDP1, as torchtune's
+    distributed recipes did before their FSDP2 migration; torchtitan runs FSDP2, and a run
+    without sharding has no gathered units."""
+    row = dict(LITGPT_FSDP_ROW, id="answerai-3", framework="fsdp_qlora", method="lora",
+               distributed="fsdp-full-shard")
+    assert accuracy.settings_for(row, {})["fsdp1"] == "true"
+    tune = dict(row, id="torchtune2-7", framework="torchtune",
+                source="pytorch/torchtune@fef3ed10d README.md memory table")
+    assert accuracy.settings_for(tune, {})["fsdp1"] == "true"
+    for other in (dict(tune, source="pytorch/torchtune@3fddc5694 README.md"),
+                  dict(row, framework="torchtitan"), dict(row, distributed="ddp")):
+        assert "fsdp1" not in accuracy.settings_for(other, {})
+
+
 def test_band_level_rises_until_sources_left_out_are_covered_nine_in_ten():
     """Eighteen sources 5 % over their prediction, one 30 % over, and one whose three runs
     are 20 % over: at the 90 % rank the three-run source is covered by no band fitted
