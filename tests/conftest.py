@@ -32,6 +32,53 @@ def _shipped_kb_cache_entries(tmp_path_factory) -> list:
     return sorted(folder.glob("kb-*.pickle"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _catalog_yaml_composed_once():
+    """The catalogs' YAML files (catalog/load.py, catalog/hf.py) composed once per text in
+    this process, as dsl/load.py's `_parsed` does for the rule files: a KB built without
+    the cache (golden diagnostics, packs, fuzzed packs: some hundreds of builds a run)
+    spent ~40 % of its CPU in PyYAML's pure-Python composer on the same four files.
+
+    The first read of each (text, name, limits) runs the real `load_yaml`; later reads get
+    a deep copy of its data (the loaders may change what they read) and its positions
+    (immutable spans), and the text is added to the caller's source cache as `load_yaml`
+    does. A file that fails to load is never remembered: its error comes from the real
+    function every time. Texts given as strings or bytes (the audit's, the tests' own)
+    always go to the real function. KBSOLVE_TEST_YAML_UNCACHED=1 turns this off."""
+    if os.environ.get("KBSOLVE_TEST_YAML_UNCACHED"):
+        yield
+        return
+    import copy
+
+    from kbsolve.catalog import hf as catalog_hf
+    from kbsolve.catalog import load as catalog_load
+    from kbsolve.catalog import yamlpos
+
+    real = yamlpos.load_yaml
+    composed: dict[tuple, tuple] = {}
+
+    def load_yaml(source, *, file=None, max_bytes=yamlpos.MAX_BYTES,
+                  max_nodes=yamlpos.MAX_NODES, sources=None):
+        if not isinstance(source, os.PathLike):
+            return real(source, file=file, max_bytes=max_bytes, max_nodes=max_nodes,
+                        sources=sources)
+        file = file or str(source)
+        text = yamlpos.read_text(source, file=file, max_bytes=max_bytes)
+        key = (text, file, max_bytes, max_nodes)
+        if key not in composed:
+            composed[key] = real(text, file=file, max_bytes=max_bytes, max_nodes=max_nodes,
+                                 sources=sources)
+        elif sources is not None:
+            sources.add(file, text)
+        data, positions = composed[key]
+        return copy.deepcopy(data), dict(positions)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(catalog_load, "load_yaml", load_yaml)
+        patch.setattr(catalog_hf, "load_yaml", load_yaml)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _private_kb_cache(request, tmp_path_factory, monkeypatch):
     """Point KBSOLVE_CACHE_DIR at a fresh temporary directory for each test.

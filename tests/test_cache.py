@@ -209,7 +209,7 @@ def test_concurrent_processes_never_fail_and_leave_a_valid_cache(cache, tmp_path
     env.pop("KBSOLVE_PATH", None)
     loops = []
     # each loop's build races the other loop's read, and its read the other's build
-    for modes in ("clear keep clear", "keep clear keep"):
+    for modes in ("clear keep", "keep clear"):
         script = SHELL_LOOP.format(modes=modes, python=sys.executable)
         loops.append(subprocess.Popen(["bash", "-c", script], env=env, cwd=Path.cwd(),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -217,7 +217,7 @@ def test_concurrent_processes_never_fail_and_leave_a_valid_cache(cache, tmp_path
     for proc in loops:
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
-        assert out.count("ok ") == 3, out + err
+        assert out.count("ok ") == 2, out + err
         assert "Traceback" not in err
     (entry,) = entries(cache)
     # the KB this run built once for every test (conftest), else a build of our own

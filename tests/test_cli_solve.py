@@ -143,13 +143,19 @@ def test_enumerate_solver_agrees_on_a_pinned_query(capsys):
     assert z3_plan["memory"]["per_gpu_gib"] == brute_plan["memory"]["per_gpu_gib"]
 
 
-def test_json_is_identical_across_hash_seeds():
+def test_json_is_identical_across_hash_seeds(capsys):
+    """Two children under fixed hash seeds and this process under its own (random unless
+    PYTHONHASHSEED is set, and warm: it has solved other plans): three seeds, one child
+    fewer to start."""
+    argv = ["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1", "--format", "json"]
     outputs = set()
-    for seed in ("0", "1", "12345"):
-        done = run_kbsolve(["--gpus", "8xA100", "--model", "qwen3-8b", "--top", "1",
-                            "--format", "json"],
+    for seed in ("0", "12345"):
+        done = run_kbsolve(argv,
                            # the test's cache dir (conftest), seeded with the shipped KB
                            env={**os.environ, "PYTHONHASHSEED": seed})
         assert done.returncode == 0, done.stderr
         outputs.add(done.stdout)
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    outputs.add(out)
     assert len(outputs) == 1

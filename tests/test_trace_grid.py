@@ -18,16 +18,31 @@ from bench.trace import __main__ as trace_main
 from bench.trace import grid
 
 ROOT = Path(__file__).resolve().parents[1]
-_EVALUATED: dict = {}
+_ROWS: dict = {}
 
 
-def evaluated(path, models: tuple[str, ...]) -> dict:
-    """trace_compare.evaluate(path, models), computed once per module: several tests read
-    the same rows (the KB's estimates of every traced case), and none changes them."""
-    key = (tuple(path) if isinstance(path, list) else path, models)
-    if key not in _EVALUATED:
-        _EVALUATED[key] = trace_compare.evaluate(path, models=models)
-    return _EVALUATED[key]
+def evaluated(path=trace_compare.DATA, models: tuple[str, ...] = ()) -> dict:
+    """trace_compare.evaluate(path, models), each (file, model)'s rows computed once per
+    module: several tests read the same rows (the KB's estimates of the traced cases of
+    qwen3-0.6b, llama3-8b, ... in four tests), and none changes them. The rows come in
+    evaluate's own order (file by file, each file's cases in order), with its
+    environment (the first file's) and its failed list."""
+    paths = [path] if isinstance(path, Path) else list(path)
+    assert models, "evaluate without models reads every case: call it directly"
+    rows, failed, environment = [], [], None
+    for file in paths:
+        by_id = {}
+        for model in models:
+            if (file, model) not in _ROWS:
+                _ROWS[file, model] = trace_compare.evaluate(file, models=(model,))
+            part = _ROWS[file, model]
+            by_id.update((row["id"], row) for row in part["rows"])
+        environment = part["environment"] if environment is None else environment
+        failed += part["failed"]  # the file's, whichever model read it
+        cases = json.loads(file.read_text(encoding="utf-8"))["cases"]
+        rows += [by_id[case["id"]] for case in cases if case["id"] in by_id]
+        assert len(by_id) == sum(1 for c in cases if c["model"] in models)
+    return {"environment": environment, "rows": rows, "failed": failed}
 
 
 def test_the_committed_grid_is_whole_and_names_its_environment():
@@ -60,7 +75,7 @@ def test_two_depths_extrapolate_linearly_and_the_peak_after():
 def test_kb_follows_the_traced_task_ratios_on_lora():
     """Each task's memory and FLOPs over SFT's (same model, method and shape) as
     traced, against the KB's memory and step-time ratios, on one small model."""
-    summary = trace_compare.summarise(trace_compare.evaluate(models=("qwen3-0.6b",)))
+    summary = trace_compare.summarise(evaluated(models=("qwen3-0.6b",)))
     ratios = summary["task_ratios"]
     # what the traces say (LlamaFactory ff6d4d12, transformers 5.8): pairwise DPO
     # with its reference forward holds far more than SFT, KTO less, RM a little
@@ -236,7 +251,7 @@ def test_reference_free_preference_losses_keep_sfts_loss_path():
     follows the traced tensors (before: 16 B per logit as DPO, activations
     +34 to +36 %)."""
     models = tuple(grid.PREF_MODELS)
-    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=models)
+    result = evaluated(trace_compare.FAMILY_DATA, models)
     rows = [r for r in result["rows"] if r["case"]["task"] in grid.PREF_TASKS]
     assert rows
     for row in rows:
@@ -290,7 +305,7 @@ def test_cpu_only_attention_fallbacks_are_scored_apart():
     activations' and totals' medians and worsts; their weights and gradients
     still count. GPT-2's attention dropout is traced without it instead (CPU
     flash then keeps what CUDA flash keeps with dropout), so its rows count."""
-    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=("gpt2-xl", "deepseek-v2-lite", "falcon-7b"))
+    result = evaluated(trace_compare.FAMILY_DATA, ("gpt2-xl", "deepseek-v2-lite", "falcon-7b"))
     marked = {r["id"] for r in result["rows"] if r["apart"]}
     expected = {r["id"] for r in result["rows"] if r["case"]["attention"] == "sdpa"
                 and r["case"]["model"] == "deepseek-v2-lite"}
@@ -325,7 +340,7 @@ def test_peft_kbit_path_is_its_own_kb_option():
     that path as LlamaFactory's quantization_bit follows its own (before: -27 to
     -29 %, the kbit rows read as upcast_layernorm)."""
     models = tuple(grid.METHOD_MODELS)
-    result = trace_compare.evaluate(trace_compare.FAMILY_DATA, models=models)
+    result = evaluated(trace_compare.FAMILY_DATA, models)
     qlora = [r for r in result["rows"] if r["case"]["method"] == "qlora"]
     paths = {r["case"]["upcast"] for r in qlora}
     assert paths == {"none", "layernorm", "kbit"}
@@ -360,7 +375,7 @@ def test_ppo_memory_and_time_follow_its_traces():
     assert data["complete"] and not data["failed"]
     assert {c["id"] for c in data["cases"]} == {c["id"] for c in grid.ppo_cases()}
     assert data["environment"] == json.loads(trace_compare.DATA.read_text(encoding="utf-8"))["environment"]
-    result = trace_compare.evaluate([trace_compare.DATA, trace_compare.PPO_DATA], models=grid.PPO_MODELS)
+    result = evaluated([trace_compare.DATA, trace_compare.PPO_DATA], tuple(grid.PPO_MODELS))
     ppo = [r for r in result["rows"] if r["case"]["task"] == "ppo"]
     assert len(ppo) == len(data["cases"])
     for row in ppo:
@@ -408,8 +423,8 @@ def test_trace_compare_names_the_worst_rows_and_their_mechanism():
     """Per group the 10 rows of largest |error|, each with the mechanism its
     case belongs to (read from the case, not the error), and figures per
     mechanism."""
-    summary = trace_compare.summarise(trace_compare.evaluate(
-        [trace_compare.DATA, trace_compare.FAMILY_DATA], models=("qwen3-0.6b", "mixtral-8x7b", "mistral-7b-v0.1")))
+    summary = trace_compare.summarise(evaluated(
+        [trace_compare.DATA, trace_compare.FAMILY_DATA], ("qwen3-0.6b", "mixtral-8x7b", "mistral-7b-v0.1")))
     names = [name for name, _ in trace_compare.MECHANISMS]
     for group, rows in summary["worst_rows"].items():
         assert len(rows) == trace_compare.WORST_ROWS, group
@@ -484,7 +499,7 @@ def test_checkpointed_lora_peaks_at_the_loss_path_or_the_recomputed_layer():
     larger, -35 %)."""
     models = ("llama3-8b", "mistral-7b-v0.3", "phi3-mini", "qwen2.5-7b", "qwen3-0.6b", "mixtral-8x7b",
               "qwen3-30b-a3b")
-    result = trace_compare.evaluate(models=models)
+    result = evaluated(models=models)
     rows = [r for r in result["rows"] if r["case"]["method"] == "lora" and r["case"]["checkpointing"]
             and r["case"]["task"] in ("sft", "pt") and r["case"]["attention"] == "sdpa"]
     assert len(rows) >= 20
@@ -509,7 +524,7 @@ def test_reward_stage_trains_no_lm_head():
     untied LM head gets no gradient and AdamW no state for it (before: RM full
     gradients and optimizer states +7.0 to +8.2 %, exactly vocab x hidden x 4 B
     and x 8 B); LoRA and SFT rows keep every trained weight's."""
-    result = trace_compare.evaluate(models=("qwen3-8b", "llama3-8b", "qwen2.5-7b", "qwen3-0.6b"))
+    result = evaluated(models=("qwen3-8b", "llama3-8b", "qwen2.5-7b", "qwen3-0.6b"))
     rm_full = [r for r in result["rows"] if r["case"]["task"] == "rm" and r["case"]["method"] == "full"]
     assert len(rm_full) >= 8
     for row in rm_full:
