@@ -412,6 +412,16 @@ def _framework(kb: KnowledgeBase, wanted: str | None, model: Any) -> str:
                              f"{model.name}"))
 
 
+def framework_of(kb: KnowledgeBase, query: Query) -> str | None:
+    """The framework `resolve` will plan the query with, read from the KB's frameworks
+    and catalog alone (KnowledgeBase.scoped: the tables a plan reads); None when the
+    query's model or framework does not resolve (resolve then says why)."""
+    try:
+        return _framework(kb, query.framework, _model(kb, query.model))
+    except (KbError, OSError, ValueError):
+        return None
+
+
 def gpus_of(kb: KnowledgeBase, gpus: str | None, gpu_spec: str | None,
             notes: list[str]) -> tuple[int, int, Any]:
     """(nodes, GPUs per node, GPU entry) for --gpus and --gpu-spec, as a query reads
