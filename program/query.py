@@ -21,6 +21,11 @@ from kbsolve.program.problem import (Problem, build_problem, check_satisfiable, 
                                     parse_pin, pin_note)
 
 
+def _list() -> list:
+    """A default factory whose signature pydantic reads cheaply (results/plan.py _list)."""
+    return []
+
+
 class Query(BaseModel):
     """What the user asks; every field has a CLI flag of the same name."""
 
@@ -39,8 +44,8 @@ class Query(BaseModel):
     frames: int | None = Field(default=None, ge=1)
     global_batch: int | None = Field(default=None, ge=1,
                                      description="default: the framework's, in the KB")
-    set: list[str] = Field(default_factory=list, description="pins, key=value")
-    allow: list[str] = Field(default_factory=list,
+    set: list[str] = Field(default_factory=_list, description="pins, key=value")
+    allow: list[str] = Field(default_factory=_list,
                              description="optins or groups the plan may use (--allow)")
     objective: Literal["speed", "memory"] = "speed"
     headroom: float | None = Field(default=None, ge=0, lt=1,
