@@ -142,7 +142,8 @@ def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = N
     from kbsolve.program.query import Query
     from kbsolve.plan.run import plan
     knowledge = kb or load_kb(packs)
-    return plan(knowledge, query if isinstance(query, Query) else Query(**query), solver)
+    query = query if isinstance(query, Query) else Query(**query)
+    return plan(knowledge if kb is not None else _scoped(knowledge, query), query, solver)
 
 
 def estimate(query, config: dict[str, str] | None = None, kb: KnowledgeBase | None = None, *,
@@ -151,8 +152,17 @@ def estimate(query, config: dict[str, str] | None = None, kb: KnowledgeBase | No
     from kbsolve.program.query import Query
     from kbsolve.plan.run import estimate as run_estimate
     knowledge = kb or load_kb(packs)
-    return run_estimate(knowledge, query if isinstance(query, Query) else Query(**query),
+    query = query if isinstance(query, Query) else Query(**query)
+    return run_estimate(knowledge if kb is not None else _scoped(knowledge, query), query,
                         config or {})
+
+
+def _scoped(kb: KnowledgeBase, query) -> KnowledgeBase:
+    """The loaded KB as the query's plan reads it: from the KB cache, only the entries of
+    the query's framework and core are unpickled (dsl/kb.py KnowledgeBase.scoped)."""
+    from kbsolve.program.query import framework_of
+    framework = framework_of(kb, query)
+    return kb.scoped(framework) if framework else kb
 
 
 def emit(plan, directory: str, kb: KnowledgeBase | None = None, *,
@@ -170,7 +180,8 @@ def emit_files(plan, directory: str, kb: KnowledgeBase | None = None, *,
     if plan.status not in EMITTABLE or not plan.config:
         raise KbError(Diagnostic(f"--emit {directory}: the plan is {plan.status}, nothing to "
                                  f"write"))
-    return write_files(kb or load_kb(packs), plan, directory, force)
+    return write_files(kb if kb is not None else load_kb(packs).scoped(plan.framework), plan,
+                       directory, force)
 
 
 def check_emit_folder(directory: str, force: bool = False) -> None:

@@ -1,6 +1,6 @@
 """Cold CLI latency: fresh `kbsolve` processes (KB from the disk cache and the modules'
 bytecode compiled, as a user meets them after the first run), beside the bare imports
-as a floor.
+as a floor; `python -m bench.cold --phases [MODEL ...]` splits a cold plan's CPU by phase.
 
 The bytecode goes to a cache of the bench's own (PYTHONPYCACHEPREFIX, in the temporary
 folder): with PYTHONDONTWRITEBYTECODE set, as in some shells and CI, and a source tree
@@ -58,5 +58,79 @@ def measure(runs: int = 10, budget_s: float = 20.0) -> dict:
                 "import_floor": timed_runs(FLOOR, runs, env, budget_s)}
 
 
+# A cold plan's CPU by phase, in a fresh process: the command's own code path (the argv a user
+# types), with time.process_time() read where each phase ends. Phases the code no longer has
+# are left out; "other" is what is left between them (flags, building the plan's sections and
+# result models), "teardown" what the parent sees after the child's last reading.
+PHASES = """
+import time
+marks = [("interpreter", time.process_time())]
+from kbsolve.cli import start
+start()
+import json, sys
+def mark(name):
+    marks.append((name, time.process_time()))
+from kbsolve.cli import main as cli
+mark("import_cli")
+import kbsolve.program.query, kbsolve.plan.run, kbsolve.render.plan_table
+mark("import_plan")
+from kbsolve import api
+from kbsolve.plan import run
+def timed(module, name, phase):
+    inner = getattr(module, name, None)
+    if inner is None:
+        return
+    def wrapper(*args, **kwargs):
+        mark("other")
+        value = inner(*args, **kwargs)
+        mark(phase)
+        return value
+    setattr(module, name, wrapper)
+timed(api, "load_kb", "kb_load")
+timed(api, "_scoped", "kb_view")
+for name, phase in (("resolve", "resolve"), ("solve", "search"), ("explain", "explain"),
+                    ("_alternatives", "alternatives")):
+    timed(run, name, phase)
+timed(cli, "render", "render")
+code = cli.main(sys.argv[1:])
+mark("other")
+sys.stdout.flush()
+print(json.dumps(marks), file=sys.stderr)
+cli.exit_now(code)
+"""
+
+
+def phases(model: str, runs: int = 5, gpus: str = "8xA100") -> dict:
+    """Median CPU ms of each phase of `kbsolve --gpus GPUS --model MODEL` over `runs`
+    fresh processes (KB cache and bytecode warm, as measure() has them)."""
+    import json
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "KBSOLVE_CACHE_DIR": cache,
+               "PYTHONPYCACHEPREFIX": os.path.join(cache, "pycache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        cmd = [sys.executable, "-c", PHASES, "--gpus", gpus, "--model", model]
+        subprocess.run(cmd, env=env, capture_output=True)  # fills the caches
+        found: dict[str, list[float]] = {}
+        for _ in range(runs):
+            cpu = _children_cpu()
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            total = (_children_cpu() - cpu) * 1000
+            marks = json.loads(done.stderr.strip().splitlines()[-1])
+            spent: dict[str, float] = {}
+            last = 0.0
+            for name, at in marks:
+                spent[name] = spent.get(name, 0.0) + (at - last) * 1000
+                last = at
+            spent["teardown"] = total - last * 1000
+            spent["total"] = total
+            for name, ms in spent.items():
+                found.setdefault(name, []).append(ms)
+        return {name: round(statistics.median(ms), 1) for name, ms in found.items()}
+
+
 if __name__ == "__main__":
-    print(measure())
+    if sys.argv[1:2] == ["--phases"]:
+        for model in sys.argv[2:] or ["wan14b", "qwen3-8b"]:
+            print(model, phases(model))
+    else:
+        print(measure())

@@ -97,13 +97,16 @@ def _keep(checksum: bytes, value) -> None:
         _LOADED.popitem(last=False)
 
 
-def _unwrap(data: bytes) -> tuple[bytes, bytes] | None:
-    """(checksum, payload) of an intact entry."""
+def _unwrap(data: bytes) -> tuple[bytes, memoryview] | None:
+    """(checksum, payload) of an intact entry; the payload is a view of `data`, not a
+    copy of its megabytes."""
     if not data.startswith(_MAGIC):
         return None
-    rest = data[len(_MAGIC):]
-    head, sep, payload = rest.partition(b"\n")
-    if not sep or hashlib.sha256(payload).hexdigest().encode() != head:
+    end = data.find(b"\n", len(_MAGIC))
+    if end < 0:
+        return None
+    head, payload = data[len(_MAGIC):end], memoryview(data)[end + 1:]
+    if hashlib.sha256(payload).hexdigest().encode() != head:
         return None
     return head, payload
 

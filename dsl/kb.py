@@ -7,6 +7,7 @@ where the scope is a framework or `core`.
 from __future__ import annotations
 
 import functools
+import gc
 import pickle
 import re
 from dataclasses import dataclass, field
@@ -364,6 +365,26 @@ class Test:
 # build their objects (issue 25: tests and checks are ~40 % of the cached KB's objects)
 LAZY_TABLES = ("tests", "checks")
 
+# Tables whose every entry belongs to one scope (its framework; a let's scope, which may be
+# core): a pickled KB holds each scope's entries of all of them as one pickle, so that a plan,
+# which reads one framework and core, unpickles only those (KnowledgeBase.scoped; issue 25:
+# a diffusion plan unpickled LlamaFactory's entries too, the biggest third of the cache)
+SCOPED_TABLES = ("options", "nokeys", "lets", "rules", "warnings", "preferences", "memory",
+                 "speed", "work", "emits", "optins")
+CORE = "core"  # the scope every framework reads
+_FORMULAS = ("expr", "when", "source_expr", "value")  # the entries' fields that hold nodes
+
+
+def _loads(data: bytes):
+    """Unpickled without garbage collection passes (dsl/cache.py: new objects, no garbage)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(data)
+    finally:
+        if enabled:
+            gc.enable()
+
 
 class Pickled:
     """A table of a pickled KB, still pickled (KnowledgeBase.__setstate__)."""
@@ -375,6 +396,78 @@ class Pickled:
 
     def __reduce__(self):
         return Pickled, (self.data,)
+
+
+class Scoped:
+    """The SCOPED_TABLES of a pickled KB, still pickled: one pickle per scope of
+    {table: [(key, entry), ...]} (emits: key None), each table's order as the scope of
+    each entry, and the scopes each scope's formulas read (itself and core included)."""
+
+    __slots__ = ("order", "chunks", "reads", "loaded", "views")
+
+    def __init__(self, order: dict, chunks: dict, reads: dict):
+        self.order = order  # table -> tuple of scopes, one per entry
+        self.chunks = chunks  # scope -> bytes
+        self.reads = reads  # scope -> tuple of scopes
+        self.loaded: dict[str, dict] = {}  # scope -> its unpickled {table: [(key, entry)]}
+        self.views: dict[str, KnowledgeBase] = {}  # framework -> KnowledgeBase.scoped's
+
+    def __reduce__(self):
+        return Scoped, (self.order, self.chunks, self.reads)
+
+    @classmethod
+    def of(cls, tables: dict) -> "Scoped":
+        """Split the tables (name -> dict, or emits' tuple) by scope."""
+        from kbsolve.dsl.ir import LetRef, MemorySum, OptionRef, walk
+        order, parts, reads = {}, {}, {}
+        for name in SCOPED_TABLES:
+            table = tables[name]
+            pairs = table.items() if isinstance(table, dict) else ((None, e) for e in table)
+            scopes = []
+            for key, entry in pairs:
+                scope = _scope(entry)
+                scopes.append(scope)
+                parts.setdefault(scope, {}).setdefault(name, []).append((key, entry))
+                read = reads.setdefault(scope, {scope, CORE})
+                for node in (getattr(entry, f, None) for f in _FORMULAS):
+                    if node is None or isinstance(node, (str, bool, int, Fraction)):
+                        continue
+                    for n in walk(node):
+                        if isinstance(n, LetRef):
+                            read.add(n.let.split(".", 1)[0])
+                        elif isinstance(n, OptionRef):
+                            read.add(n.option.split(".", 1)[0])
+                        elif isinstance(n, MemorySum):
+                            read.add(n.framework)
+            order[name] = tuple(scopes)
+        closed = {}
+        for scope in reads:  # what a scope reads, through what those read
+            seen, todo = set(), [scope]
+            while todo:
+                current = todo.pop()
+                if current not in seen:
+                    seen.add(current)
+                    todo += reads.get(current, ())
+            closed[scope] = tuple(sorted(seen))
+        chunks = {scope: pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+                  for scope, part in parts.items()}
+        return cls(order, chunks, closed)
+
+    def tables(self, scopes=None) -> dict:
+        """The tables, each in its own order: every entry, or those of `scopes`."""
+        wanted = set(self.chunks if scopes is None else scopes) & set(self.chunks)
+        for scope in sorted(wanted - set(self.loaded)):
+            self.loaded[scope] = _loads(self.chunks[scope])
+        out = {}
+        for name in SCOPED_TABLES:
+            entries = {scope: iter(self.loaded[scope].get(name, ())) for scope in wanted}
+            pairs = [next(entries[scope]) for scope in self.order[name] if scope in wanted]
+            out[name] = tuple(e for _, e in pairs) if name == "emits" else dict(pairs)
+        return out
+
+
+def _scope(entry) -> str:
+    return entry.scope if isinstance(entry, Let) else entry.framework
 
 
 @dataclass(frozen=True)
@@ -405,14 +498,22 @@ class KnowledgeBase:
 
     def __getstate__(self) -> dict:
         """Pickled without the evaluator's caches (program/evaluate.py); LAZY_TABLES each
-        as a pickle of its own (one never read since this KB was unpickled stays as read)."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_evaluation", "_pickled")}
+        as a pickle of its own (one never read since this KB was unpickled stays as read),
+        SCOPED_TABLES as one pickle per scope (Scoped)."""
+        hidden = ("_evaluation", "_pickled", "_scoped")
+        state = {k: v for k, v in self.__dict__.items() if k not in hidden}
         pending = self.__dict__.get("_pickled", {})
         for name in LAZY_TABLES:
             if name in state:
                 state[name] = Pickled(pickle.dumps(state[name], protocol=pickle.HIGHEST_PROTOCOL))
             elif name in pending:
                 state[name] = Pickled(pending[name])
+        if "_scoped" in self.__dict__:  # unpickled: passed on as read (the tables are its)
+            for name in SCOPED_TABLES:
+                state.pop(name, None)
+            state["_scoped"] = self.__dict__["_scoped"]
+        else:
+            state["_scoped"] = Scoped.of({name: state.pop(name) for name in SCOPED_TABLES})
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -424,14 +525,40 @@ class KnowledgeBase:
 
     def __getattr__(self, name: str):
         """A table __setstate__ left pickled, unpickled on its first use (only attributes
-        not found otherwise come here)."""
+        not found otherwise come here); the scoped tables all at once, every scope's."""
+        scoped = self.__dict__.get("_scoped")
+        if scoped is not None and name in SCOPED_TABLES:
+            for table, value in scoped.tables().items():
+                object.__setattr__(self, table, value)  # frozen: set once
+            return self.__dict__[name]
         pending = self.__dict__.get("_pickled")
         if not pending or name not in pending:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        value = pickle.loads(pending[name])
+        value = _loads(pending[name])
         object.__setattr__(self, name, value)  # frozen: set once, as the cached tables are
         pending.pop(name, None)
         return value
+
+    def scoped(self, framework: str) -> "KnowledgeBase":
+        """The KB a query of `framework` reads: the scoped tables hold that framework's
+        entries and those of the scopes its formulas read (core), in the KB's order; every
+        other field is this KB's. This KB itself when its tables are not pickled (built in
+        this process, or read whole). Kept: the same framework gives the same KB."""
+        scoped = self.__dict__.get("_scoped")
+        if scoped is None or framework not in scoped.reads or \
+                any(name in self.__dict__ for name in SCOPED_TABLES):
+            return self
+        view = scoped.views.get(framework)
+        if view is None:
+            view = object.__new__(type(self))
+            state = {k: v for k, v in self.__dict__.items()
+                     if k not in ("_evaluation", "_pickled", "_scoped")}
+            state.update(scoped.tables(scoped.reads[framework]))
+            if self.__dict__.get("_pickled"):
+                state["_pickled"] = dict(self.__dict__["_pickled"])  # its own, popped on use
+            view.__dict__.update(state)
+            scoped.views[framework] = view
+        return view
 
     def formulas(self):
         """Every checked formula of the KB, lets included."""

@@ -64,7 +64,7 @@ def rule_files(roots: list[Path]) -> tuple[list[tuple[str, str]], DiagnosticSink
     """The `*.kb` files of the roots, (display name, text), each real file once."""
     sink = DiagnosticSink()
     files: list[tuple[str, str]] = []
-    seen: dict[Path, str] = {}
+    seen: set[tuple[int, int]] = set()  # (device, inode): a file reached twice is read once
     for root in roots:
         if not root.exists():
             sink.error(f"rule pack '{root}' does not exist", Span(str(root)), code="no-pack")
@@ -80,17 +80,18 @@ def rule_files(roots: list[Path]) -> tuple[list[tuple[str, str]], DiagnosticSink
             continue
         for path in paths:
             try:
-                real = path.resolve(strict=True)
+                stat = path.stat()  # one call, where resolving the path took one per folder
             except (OSError, RuntimeError) as error:
                 sink.error(f"cannot read rule file '{path}' ({error})", Span(str(path)),
                            code="unreadable")
                 continue
-            if real in seen:
+            if (stat.st_dev, stat.st_ino) in seen:
                 continue
-            seen[real] = str(path)
-            text = _read(path, sink)
+            seen.add((stat.st_dev, stat.st_ino))
+            name = _display(path)
+            text = _read(path, sink, name, stat.st_size)
             if text is not None:
-                files.append((_display(path), text))
+                files.append((name, text))
     return files, sink
 
 
@@ -98,10 +99,8 @@ def _display(path: Path) -> str:
     """A rule file's name in spans: the shipped KB's as `kb/...` wherever it is installed
     (never a site-packages path), a pack's relative to the working folder if inside it."""
     for root, shown in ((shipped_root(), Path("kb")), (Path.cwd(), Path())):
-        try:
+        if path == root or root in path.parents:
             return str(shown / path.relative_to(root))
-        except ValueError:
-            continue
     return str(path)
 
 
@@ -118,10 +117,9 @@ def pack_of(file: str, roots: list[Path]) -> Path | None:
     return best[1] if best else None
 
 
-def _read(path: Path, sink: DiagnosticSink) -> str | None:
-    name = _display(path)
+def _read(path: Path, sink: DiagnosticSink, name: str, size: int) -> str | None:
     try:
-        if path.stat().st_size > MAX_SOURCE_BYTES:
+        if size > MAX_SOURCE_BYTES:
             sink.error(f"rule file is too large (over {MAX_SOURCE_BYTES} bytes)", Span(name, 1, 1),
                        code="too-large")
             return None

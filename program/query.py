@@ -21,6 +21,11 @@ from kbsolve.program.problem import (Problem, build_problem, check_satisfiable, 
                                     parse_pin, pin_note)
 
 
+def _list() -> list:
+    """A default factory whose signature pydantic reads cheaply (results/plan.py _list)."""
+    return []
+
+
 class Query(BaseModel):
     """What the user asks; every field has a CLI flag of the same name."""
 
@@ -39,8 +44,8 @@ class Query(BaseModel):
     frames: int | None = Field(default=None, ge=1)
     global_batch: int | None = Field(default=None, ge=1,
                                      description="default: the framework's, in the KB")
-    set: list[str] = Field(default_factory=list, description="pins, key=value")
-    allow: list[str] = Field(default_factory=list,
+    set: list[str] = Field(default_factory=_list, description="pins, key=value")
+    allow: list[str] = Field(default_factory=_list,
                              description="optins or groups the plan may use (--allow)")
     objective: Literal["speed", "memory"] = "speed"
     headroom: float | None = Field(default=None, ge=0, lt=1,
@@ -410,6 +415,16 @@ def _framework(kb: KnowledgeBase, wanted: str | None, model: Any) -> str:
             return name
     raise KbError(Diagnostic(f"no framework in the KB trains {model.kind} models like "
                              f"{model.name}"))
+
+
+def framework_of(kb: KnowledgeBase, query: Query) -> str | None:
+    """The framework `resolve` will plan the query with, read from the KB's frameworks
+    and catalog alone (KnowledgeBase.scoped: the tables a plan reads); None when the
+    query's model or framework does not resolve (resolve then says why)."""
+    try:
+        return _framework(kb, query.framework, _model(kb, query.model))
+    except (KbError, OSError, ValueError):
+        return None
 
 
 def gpus_of(kb: KnowledgeBase, gpus: str | None, gpu_spec: str | None,

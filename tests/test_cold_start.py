@@ -194,3 +194,61 @@ def test_the_cached_kb_unpickles_its_tests_and_checks_on_first_use():
     assert not again.__dict__.get("_pickled")
     with pytest.raises(AttributeError):
         loaded.no_such_table
+
+
+def _in_scope(entry, scopes) -> bool:
+    from kbsolve.dsl.kb import Let
+    return (entry.scope if isinstance(entry, Let) else entry.framework) in scopes
+
+
+def test_a_framework_s_view_of_the_cached_kb_unpickles_its_entries_and_core_s_only():
+    """KnowledgeBase.scoped: from a pickled KB, one framework's view holds that
+    framework's and core's entries of every scoped table, in the KB's order, and
+    unpickles no other framework's; the KB itself stays unread until read, then whole."""
+    import pickle
+
+    from kbsolve.api import load_kb
+    from kbsolve.dsl.kb import SCOPED_TABLES
+
+    whole = load_kb()
+    loaded = pickle.loads(pickle.dumps(whole))
+    assert not set(SCOPED_TABLES) & set(loaded.__dict__)
+    view = loaded.scoped("flow-factory")
+    assert loaded.scoped("flow-factory") is view  # kept: its evaluator caches too
+    assert sorted(loaded.__dict__["_scoped"].loaded) == ["core", "flow-factory"]
+    assert not set(SCOPED_TABLES) & set(loaded.__dict__)
+    wanted = ("core", "flow-factory")
+    for name in SCOPED_TABLES:
+        table = getattr(whole, name)
+        if isinstance(table, dict):
+            assert list(getattr(view, name).items()) == \
+                [(k, e) for k, e in table.items() if _in_scope(e, wanted)], name
+        else:
+            assert getattr(view, name) == tuple(e for e in table if _in_scope(e, wanted))
+    assert 0 < len(view.options) < len(whole.options)
+    assert view.frameworks is loaded.frameworks and view.catalog is loaded.catalog
+    assert view.tests == whole.tests  # still there, unpickled on use
+    assert loaded == whole  # read whole on the way, every framework's entries
+    assert loaded.scoped("llamafactory") is loaded  # read whole: nothing left to save
+    assert whole.scoped("pytorch") is whole
+
+
+def test_the_api_plans_from_its_framework_s_view_as_from_the_whole_kb(monkeypatch):
+    """api.solve and api.estimate without a KB read the query's framework's view of the
+    cached KB; the plan and the estimate are the whole KB's, byte for byte."""
+    import pickle
+
+    from kbsolve import api
+
+    monkeypatch.setattr(kb_cache, "_LOADED", type(kb_cache._LOADED)())
+    query = {"gpus": "8xA100", "model": "wan14b", "top": 1}
+    plan = api.solve(query)
+    estimate = api.estimate(query, {"lora_rank": "16"})
+    [loaded] = kb_cache._LOADED.values()
+    assert list(loaded.__dict__["_scoped"].views) == ["flow-factory"]
+    whole = pickle.loads(pickle.dumps(loaded))
+    assert whole.options  # read whole
+    assert plan.status == "optimal" and plan.framework == "flow-factory"
+    assert plan.model_dump_json() == api.solve(query, kb=whole).model_dump_json()
+    assert estimate.model_dump_json() == \
+        api.estimate(query, {"lora_rank": "16"}, kb=whole).model_dump_json()
