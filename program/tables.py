@@ -103,11 +103,11 @@ class Table:
         same reductions, only their places may differ (a search that changes
         its order and changes it back, as the optimisation and the
         explanations' narrowed searches do, rebuilds nothing)."""
-        for entry in reversed(self._prepared):
-            if entry[0] == perm and all(a is b for a, b in zip(entry[1], masks)):
-                break
-        else:
+        alike = [entry for entry in reversed(self._prepared) if entry[0] == perm and
+                 all(a is b for a, b in zip(entry[1], masks))]
+        if not alike:
             return False
+        entry = next((e for e in alike if e[2] == places), alike[0])
         self._full = entry[3]
         if entry[2] == places:
             self._levels = entry[4]
