@@ -42,7 +42,7 @@ class Table:
     search, prepare() lays the table out in the search's order of options."""
 
     __slots__ = ("deps", "sizes", "array", "_values", "kind", "exact", "strides", "_levels",
-                 "_search_deps", "_full", "need", "_floats")
+                 "_search_deps", "_full", "need", "_floats", "_prepared")
 
     def __init__(self, deps: tuple[int, ...], sizes: tuple[int, ...], array, kind: str,
                  exact: bool):
@@ -53,6 +53,7 @@ class Table:
         self._search_deps = ()
         self.need = "both"  # or "low" / "high": the side of the ranges a search reads
         self._floats = None
+        self._prepared: list = []  # [perm, masks, places, full, levels], latest last
 
     def floats(self):
         """The array in float64 (made on first use; the array itself when it is)."""
@@ -77,11 +78,14 @@ class Table:
         """Ranges for bound(): the table's axes in search order (`position`:
         axis -> place in the order), over the allowed values (a mask per axis)."""
         perm = sorted(range(len(self.deps)), key=lambda i: position[self.deps[i]])
-        places = [position[self.deps[i]] for i in perm]
+        places = tuple(position[self.deps[i]] for i in perm)
+        masks = [allowed[place] for place in places]
+        if self._reuse(perm, masks, places):
+            return
         sizes = [self.sizes[i] for i in perm]
         low = self.array.astype(np.int8) if self.kind == "bool" else self.array
         low = np.transpose(low, perm) if perm != sorted(perm) else low
-        mask = allowed_mask(sizes, [allowed[place] for place in places])
+        mask = allowed_mask(sizes, masks)
         if mask.all():
             high = low
         elif self.kind == "num":
@@ -90,7 +94,36 @@ class Table:
             low, high = np.where(mask, low, 1), np.where(mask, low, 0)
         self._full = (low, high)
         self._levels = [None] * (len(places) + 1)
-        self._search_deps = tuple(places)
+        self._search_deps = places
+        self._keep(perm, masks)
+
+    def _reuse(self, perm, masks, places) -> bool:
+        """Set the layout of an earlier preparation with the same order of this
+        table's axes and the same masks (the same objects): its levels are the
+        same reductions, only their places may differ (a search that changes
+        its order and changes it back, as the optimisation and the
+        explanations' narrowed searches do, rebuilds nothing)."""
+        alike = [entry for entry in reversed(self._prepared) if entry[0] == perm and
+                 all(a is b for a, b in zip(entry[1], masks))]
+        if not alike:
+            return False
+        entry = next((e for e in alike if e[2] == places), alike[0])
+        self._full = entry[3]
+        if entry[2] == places:
+            self._levels = entry[4]
+        else:  # the same arrays at other places: each built level re-placed
+            self._levels = [None if level is None else
+                            (tuple(zip(places, (s for _, s in level[0]))), *level[1:])
+                            for level in entry[4]]
+        self._search_deps = places
+        if entry[2] != places:
+            self._keep(perm, masks)
+        return True
+
+    def _keep(self, perm, masks) -> None:
+        if len(self._prepared) >= PREPARED_KEPT:
+            del self._prepared[0]
+        self._prepared.append([perm, masks, self._search_deps, self._full, self._levels])
 
     def _level(self, j: int):
         """(strides, low, high) over the first j search-ordered axes, built on
@@ -179,6 +212,7 @@ class Table:
         return out
 
 
+PREPARED_KEPT = 4  # a table's layouts kept for reuse (Table._reuse)
 LINK_AFTER = 16  # reads of an expression's level before it is linked (program/link.py)
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
@@ -220,7 +254,7 @@ class Expr:
     """An operation over cells too large to table together."""
 
     __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
-                 "_readers", "_hits", "_misses", "_linked")
+                 "_readers", "_hits", "_misses", "_linked", "_prepared")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
@@ -231,6 +265,7 @@ class Expr:
         self._readers: list = [None]
         self._linked: list = [0]
         self._hits = self._misses = 0
+        self._prepared: list = []  # [(places by dep, masks), state], latest last
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -321,6 +356,28 @@ class Expr:
         return _interval(self.op, ranges, self.exact)
 
     def prepare(self, position, allowed) -> None:
+        """Ranges for bound() in the search's order. An order and masks met
+        before (the same places of every option it reads, the same mask
+        objects) take back that preparation's memo and linked code: its tables
+        are laid out as they were then (Table._reuse), so both still hold."""
+        if self._prepared:  # the state left behind, for a later return to it
+            self._prepared[-1][1] = (self._places, self._memo, self._keys, self._readers,
+                                     self._linked, self._hits, self._misses)
+        where = tuple(position[a] for a in self.deps)
+        masks = [allowed[place] for place in where]
+        for n, entry in enumerate(self._prepared):
+            key = entry[0]
+            if key[0] == where and all(a is b for a, b in zip(key[1], masks)):
+                (self._places, self._memo, self._keys, self._readers, self._linked,
+                 self._hits, self._misses) = entry[1]
+                self._prepared.append(self._prepared.pop(n))  # the current one last
+                return
+        self._fresh(position)
+        if len(self._prepared) >= PREPARED_KEPT:
+            del self._prepared[0]
+        self._prepared.append([(where, masks), None])
+
+    def _fresh(self, position) -> None:
         self._places = tuple(sorted(position[a] for a in self.deps))
         self._memo = {}
         self._hits = self._misses = 0

@@ -25,6 +25,15 @@ from kbsolve.solver.guard import expired
 NODE_BUDGET = 200_000
 ROUNDS = (10_000, 40_000, 150_000)  # node shares of the rounds (see Search.run)
 TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
+# The optimisation orders the options the most bounds read first where at least
+# this share of the bound cells are expressions too large to table (an interval
+# over an expression loses the correlation between its options that a table
+# keeps, so only setting them tightens it). Measured on the warm and as-printed
+# grids (docs/decisions.md, issue 25 search): plain PyTorch 0.39 (26k-70k nodes
+# -> 1.9k-5.2k), torchtitan 0.48 (6.2k -> 1.2k); LlamaFactory 0.20 and the
+# diffusion frameworks 0.13, where the fewer nodes did not pay for a second
+# layout of the tables (the explanations keep the problem's order).
+READS_FIRST = 1 / 3
 
 
 @dataclass
@@ -154,9 +163,31 @@ class Search:
                 root.tables(found)
         return list(found.values())
 
-    def _plan_order(self, allowed: list) -> list[int]:
+    def _plan_order(self, allowed: list, by_reads: bool = False) -> list[int]:
         """The axes in search order: pinned or settled options first, then by how
-        far each can lift the time (or memory) bound and the memory bound."""
+        far each can lift the time (or memory) bound and the memory bound.
+        `by_reads` (the optimisation's order, see run()): before the lifts, the
+        options the most bound cells read (memory and host terms, time parts and
+        factors). Setting one narrows every bound that reads it, which no single
+        table's spread sees: the parallel degrees, read by nearly every term of
+        an expression too large to table, come first, and the children that
+        overflow memory or lose on time are cut a few levels up."""
+        reads = [0] * len(self.keys)
+        if by_reads:
+            for i in {i for terms in (self.memory_terms, self.host_terms) for _, i in terms} | \
+                    set(self.time_parts + self.time_factors):
+                for axis in self.tracked[i].deps:
+                    reads[axis] += 1
+        score = self._lifts(allowed)
+        return sorted(range(len(self.keys)), key=lambda a: (allowed[a].sum() > 1, -reads[a],
+                                                            -score[a], self.keys[a]))
+
+    def _lifts(self, allowed: list) -> list[float]:
+        """Per axis: how far setting it can lift the time (or memory) bound and
+        the memory bound (the tables' spreads; found once per set of masks)."""
+        found = getattr(self, "_lifted", None)
+        if found is not None and found[0] is allowed:
+            return found[1]
         score = [0.0] * len(self.keys)
         spreads: dict = {}  # id -> (table, its spread): a memory table is often a cell too
 
@@ -178,8 +209,8 @@ class Search:
             if isinstance(cell, Table):
                 for axis, lift in spread(cell).items():
                     score[axis] += lift / max(self.budget, 1.0)
-        return sorted(range(len(self.keys)), key=lambda a: (allowed[a].sum() > 1, -score[a],
-                                                            self.keys[a]))
+        self._lifted = (allowed, score)
+        return score
 
     # ---- building
     def _is_default(self, key: str) -> Table:
@@ -312,9 +343,33 @@ class Search:
             return Found("infeasible", None, None, 0)
         if first or fixed:
             return self._round(start, fixed, budget, first, deadline)[0]
+        # Where expressions too large to table make up a good part of the
+        # bounds (READS_FIRST), the optimisation runs in its own order (options
+        # the most bounds read first); the searches that follow (explanations,
+        # their budgeted feasibility searches, whose plans are printed) get the
+        # problem's order back, so their plans do not depend on this one's.
+        axes = self.axes
+        mine = self._plan_order(self.allowed, by_reads=True) \
+            if self._expression_share() >= READS_FIRST else axes
+        if mine == axes:  # a round that spends its share reorders (_learned_order)
+            return self._rounds(start, budget, deadline)
+        self.prepare(mine)
+        try:
+            return self._rounds(start, budget, deadline)
+        finally:
+            self.prepare(axes)
+
+    def _expression_share(self) -> float:
+        """The share of the bound cells (memory and host terms, time parts and
+        factors) that are expressions over tables rather than tables."""
+        cells = {i for terms in (self.memory_terms, self.host_terms) for _, i in terms} | \
+            set(self.time_parts + self.time_factors)
+        return sum(isinstance(self.tracked[i], Expr) for i in cells) / max(len(cells), 1)
+
+    def _rounds(self, start, budget: int, deadline: float) -> Found:
         used = 0
         for share in ROUNDS:
-            found, state = self._round(start, fixed, min(budget - used, share), False, deadline)
+            found, state = self._round(start, None, min(budget - used, share), False, deadline)
             used += found.nodes
             if found.status != "budget" or used >= budget:
                 return Found(found.status, found.chosen, found.metrics, used)
