@@ -36,7 +36,7 @@ PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_nam
 FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient",
            "step_peak", "peak", "flops")
 CASE_KEYS = ("id", "model", "model_type", "task", "method", "lora_targets", "lora_rank",
-             "checkpointing", "attention", "batch", "seq", "reference", "full_layers")
+             "checkpointing", "attention", "batch", "seq", "reference", "full_layers", "cuda_autocast")
 FAMILY_KEYS = ("upcast", "offload_checkpoints", "attention_dropout_off",  # family-grid cases only
                "vocab")  # --vocab: a reduced vocabulary
 

@@ -21,6 +21,17 @@ FREEZE_DEPTHS = (2, 3)  # freeze tuning trains the last 2 layers: both depths mu
 def depths(case: dict) -> tuple[int, int]:
     return FREEZE_DEPTHS if case["method"] == "freeze" else DEPTHS
 
+
+# Every LLM case models LlamaFactory on one GPU without DeepSpeed: the HF
+# Trainer's bf16 mixed precision is accelerate's native AMP, which wraps the
+# model's forward in CUDA autocast (accelerate 1.11.0 accelerator.py:584-592,
+# native_amp for bf16 unless DeepSpeed or Megatron; :1750-1760, prepare_model);
+# the PPO trainer enters torch.autocast itself (train/ppo/trainer.py:176, 412,
+# 454 at ff6d4d12). So the traces take CUDA autocast's float32 op list
+# (cuda_autocast.py). Under DeepSpeed's bf16 engine autocast is off (the engine
+# casts the module; native_amp False), a path these cases do not model.
+CUDA_AUTOCAST = True
+
 # One model per family, each a catalog name; the transformers model_type it is
 # built as (Gemma 3's text-only causal LM is gemma3_text), and the attention
 # implementations it supports (transformers 5.24 refuses SDPA for Gemma 2).
@@ -91,7 +102,7 @@ def cases(full: bool = True) -> list[dict]:
         for task, method, targets, ckpt, attention, batch, seq in combos:
             case = dict(base, task=task, method=method, lora_targets=targets or "all",
                         checkpointing=ckpt, attention=attention, batch=batch, seq=seq,
-                        reference=task in ("dpo", "kto"))
+                        reference=task in ("dpo", "kto"), cuda_autocast=CUDA_AUTOCAST)
             case["id"] = "-".join([name, task, method + (f"_{targets}" if targets else ""),
                                    "gc" if ckpt else "nogc", attention, f"b{batch}", f"s{seq}"])
             out.append(case)
@@ -171,7 +182,8 @@ def _case(base: dict, task: str, method: str, targets: str, ckpt, attention: str
     """ckpt: True, False or "unsloth" (LlamaFactory's use_unsloth_gc)."""
     case = dict(base, task=task, method=method, lora_targets=targets or "all", checkpointing=bool(ckpt),
                 offload_checkpoints=ckpt == "unsloth", attention=attention, batch=batch, seq=seq,
-                reference=task in ("dpo", "kto"), upcast=extra.get("upcast", "none"))
+                reference=task in ("dpo", "kto"), upcast=extra.get("upcast", "none"),
+                cuda_autocast=CUDA_AUTOCAST)
     gc = {True: "gc", False: "nogc", "unsloth": "unslothgc"}[ckpt]
     upcast = f"_{case['upcast']}" if method == "qlora" else ""
     case["id"] = "-".join([base["model"], task, method + upcast + (f"_{targets}" if targets else ""),

@@ -17,7 +17,12 @@ The setup follows LlamaFactory at ff6d4d12 (each step cites its line):
 - AdamW with foreach=True: optim adamw_torch (the KB's default), foreach as
   torch picks it on CUDA; the step then holds one temporary per trained weight
   (HF's default on torch>=2.8, adamw_torch_fused, would not);
-- HF Trainer's bf16 mixed precision is autocast(bfloat16) around forward and loss;
+- HF Trainer's bf16 mixed precision is accelerate's native AMP, CUDA autocast
+  around the model's forward (accelerate 1.11.0 accelerator.py:584-592,
+  1750-1760: not under DeepSpeed or Megatron, whose engines cast the model and
+  leave autocast off); the tracer runs autocast(bfloat16) around forward and
+  loss, with CUDA's float32 op list when the case says cuda_autocast (every
+  LLM grid case: grid.CUDA_AUTOCAST);
 - the losses are the trainers': sft/pt the model's own loss; dpo/kto
   concatenated_forward casts logits to fp32 and takes log_softmax
   (train/dpo/trainer.py:230, train/trainer_utils.py:608-612), the reference
@@ -588,7 +593,7 @@ def trace(case):
             with tracker, flops:
                 states = _category_bytes(tracker.get_tracker_snapshot("current"), ("PARAM", "BUFFER"))
                 # CUDA autocast's float32 list when the case asks (cuda_autocast.py;
-                # the LLM grids do not yet: docs/decisions.md, second integration)
+                # every LLM grid case: grid.CUDA_AUTOCAST)
                 with cuda_policy(case.get("cuda_autocast", False)):
                     with torch.autocast("cpu", dtype=torch.bfloat16):
                         loss = task_loss(model, case, case["batch"])
