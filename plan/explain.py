@@ -134,7 +134,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         if repaired is not None:
             met.append(repaired)
             return None
-        core = search.clash(key, value, assignment, EXPLAIN_BUDGET, bounds.overflows)
+        core = search.clash(key, value, assignment, EXPLAIN_BUDGET, bounds.refuted)
         if core is None and search.last_found is not None:
             chosen, plan = search.last_found
             met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v}, plan))
