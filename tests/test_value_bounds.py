@@ -97,3 +97,16 @@ def test_core_deletion_skips_only_checks_it_knows_the_answer_of(kb):
     first = sorted(str(m) for m in fresh.solver.unsat_core() if str(m) in fresh.marks)
     assert _plain_deletion(fresh, first) == core
     assert len(checks) < 1 + len(first)  # some deletion answered by an earlier check's core
+
+
+def test_no_consent_fix_is_searched_for_where_the_core_holds_no_consent_rule(kb):
+    """405B on a 4090 is refused for memory alone: the MaxSAT over consent rules keeps
+    the core's parts and finds nothing, which the core says without asking it."""
+    from kbsolve.solver.fixes import allow_optins, drop_pins
+    from kbsolve.solver.prove import minimal_core
+    problem = resolve(kb, Query(gpus="1x4090", model="llama3.1-405b")).problem
+    model = Model(problem)
+    core = minimal_core(model)
+    assert core and not any(part.startswith(("rule:", "pin:")) for part in core)
+    assert drop_pins(model) == []
+    assert allow_optins(model, core) == allow_optins(model) == []
