@@ -134,7 +134,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         if repaired is not None:
             met.append(repaired)
             return None
-        core = search.clash(key, value, assignment, EXPLAIN_BUDGET, bounds.overflows)
+        core = search.clash(key, value, assignment, EXPLAIN_BUDGET, bounds.refuted)
         if core is None and search.last_found is not None:
             chosen, plan = search.last_found
             met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v}, plan))
@@ -235,15 +235,13 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
             worse_pref.append((alt, neighbour))
         else:
             same.append((alt, neighbour))
+    # exact figures only for the branch that prints them (a neighbour measures once)
     slower = _least(slower, "time")
     needs_more = [a for a, _ in too_big + coupled]  # feasible only with other changes
-    too_big = _least(too_big, "device")
     if value != option.default and same:
         plan_device = metrics.levels["device"]
         same = [(a, n) for a, n in same if n.view is None or
                 n.view.device > float(plan_device) * (1 - 1e-6)]
-        same = [(a, n.exact) for a, n in same]
-    coupled = [(a, n.exact) for a, n in coupled[:1]]
     if slower:
         alt, n = min(slower, key=lambda p: p[1].time_per_work)
         pct = float((n.time_per_work / metrics.time_per_work - 1) * 100) \
@@ -260,7 +258,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     else:
         tie = None
     if too_big:  # each fits only with other changes: the best such plan decides
-        alt, n = min(too_big, key=lambda p: p[1].levels["device"])
+        alt, n = min(_least(too_big, "device"), key=lambda p: p[1].levels["device"])
         kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
         return Choice(**base, kind=kind, reasons=decisive + _too_big(problem, option, alt, n)
                       + rules)
@@ -270,7 +268,8 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         return Choice(**base, kind="preference", reasons=prefs or [Reason(
             rule="preference", detail="a soft preference or lower memory chose it")])
     if value != option.default:
-        smaller = [(a, n) for a, n in same if n.levels["device"] > metrics.levels["device"]]
+        smaller = [(a, n.exact) for a, n in same
+                   if n.exact.levels["device"] > metrics.levels["device"]]
         if smaller:
             alt, n = min(smaller, key=lambda p: p[1].levels["device"])
             saved = gib(n.levels["device"] - metrics.levels["device"])
@@ -281,7 +280,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     if tie is not None:
         return tie
     if coupled and not same:
-        alt, n = coupled[0]
+        alt, n = coupled[0][0], coupled[0][1].exact
         needs = ", ".join(r.split(".", 1)[1] for r in n.broken) or "an option's 'when'"
         kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
         return Choice(**base, kind=kind, reasons=decisive + [Reason(

@@ -39,7 +39,8 @@ def plan(kb: KnowledgeBase, query: Query, solver: str = "z3") -> Plan:
         result.core = _core(problem, outcome.core)
         if outcome.model is not None:
             from kbsolve.solver.fixes import allow_optins, drop_pins, hardware  # Z3: refusals
-            result.fixes = drop_pins(outcome.model) + allow_optins(outcome.model) + \
+            result.fixes = drop_pins(outcome.model) + \
+                allow_optins(outcome.model, outcome.core) + \
                 _global_batch_fix(kb, resolved, outcome.core) + \
                 _host_ram_fix(problem, outcome.core) + hardware(_bigger(kb, resolved))
         return result

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kbsolve.program.tables import UNKNOWN, Table, allowed_mask
+from kbsolve.program.tables import UNKNOWN, Table, _interval, allowed_mask
 from kbsolve.solver.search import TOLERANCE
 
 
@@ -38,8 +38,8 @@ class ValueBounds:
         self.cells = dict(search.rules)
         self._supports: dict[tuple[str, int], Any] = {}
         self._truths: dict[str, Any] = {}
-        self._per_value: dict[tuple[int, int], tuple] = {}
-        self._open: dict[int, tuple] = {}
+        self._per_value: dict[tuple[int, int], tuple] = {}  # (id(table), axis) -> ranges
+        self._open: dict[int, tuple] = {}  # id(cell) -> its range at the search's root
 
     # ---- one rule alone
     def rule_allows(self, name: str, key: str, value, others: list[str]) -> bool | None:
@@ -68,6 +68,27 @@ class ValueBounds:
             return None
         return bool(found[s.p.choices[key].index(value)])
 
+    # ---- no plan at all, as the search's narrowed run would find at its first node
+    def refuted(self, key: str, value) -> bool:
+        """True when no plan has key=value, read from ranges over the problem's
+        domains with that value set: a rule (or `when`) that reads the option is false
+        on every completion, or the budgets overflow (overflows). These are the
+        ranges the search's narrowed feasibility run (search._narrowed: the option
+        placed first) reads at its only child, so that run would prune it at once."""
+        s = self.s
+        if not s.prepare():
+            return False
+        axis = s.tables.axis[key]
+        index = s.p.choices[key].index(value)
+        memo: dict = {}
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: nan, no information
+            for _, cell in s.rules:
+                if axis in cell.deps and not isinstance(cell, Table):  # tables: arc consistency
+                    found = self._walk(cell, axis, index, memo)
+                    if found is not UNKNOWN and not found[1]:
+                        return True
+            return self.overflows(key, value)
+
     # ---- the budgets alone
     def overflows(self, key: str, value) -> bool:
         """True when every plan with key=value, inside the problem's domains, needs
@@ -85,27 +106,61 @@ class ValueBounds:
 
     def _least(self, terms: list, axis: int, index: int) -> float:
         total = 0.0
+        memo: dict = {}  # sub-expressions shared by the terms, walked once
         for weight, slot in terms:
-            low, high = self._range(slot, axis, index)
+            found = self._walk(self.s.tracked[slot], axis, index, memo)
+            if found is UNKNOWN:
+                return -math.inf  # no information
+            low, high = found
             part = weight * (low if weight > 0 else high)
             if part != part:
                 return -math.inf  # no information
             total += part
         return total
 
-    def _range(self, slot: int, axis: int, index: int) -> tuple[float, float]:
-        cell = self.s.tracked[slot]
-        if isinstance(cell, Table) and axis in cell.deps:
-            found = self._per_value.get((slot, axis))
+    def _walk(self, cell, axis: int, index: int, memo: dict):
+        """The cell's range over every completion with axis=index: a table's own
+        least and greatest for that value; an expression over such ranges by the
+        interval arithmetic the search uses (program/tables._interval, an `if`
+        reading only the branch its condition decides), which is the range the
+        search reads with that option set first, or a wider one."""
+        if axis not in cell.deps:
+            return self._root(cell)
+        if isinstance(cell, Table):
+            if cell.kind == "code":
+                return (cell.values[index],) * 2 if cell.deps == (axis,) else UNKNOWN
+            found = self._per_value.get((id(cell), axis))
             if found is None:
-                found = self._per_value[(slot, axis)] = _per_value(cell, axis, self.s.allowed)
+                found = self._per_value[(id(cell), axis)] = _per_value(cell, axis,
+                                                                       self.s.allowed)
             return found[0][index], found[1][index]
-        found = self._open.get(slot)
-        if found is None:  # the search's own range with no option set (its root)
+        found = memo.get(id(cell), _MISSING)
+        if found is not _MISSING:
+            return found
+        args = cell.args
+        if cell.op == "if":
+            test = self._walk(args[0], axis, index, memo)
+            if test is UNKNOWN:
+                found = UNKNOWN
+            elif test[0]:
+                found = self._walk(args[1], axis, index, memo)
+            elif not test[1]:
+                found = self._walk(args[2], axis, index, memo)
+            else:
+                found = _interval("if", [test, self._walk(args[1], axis, index, memo),
+                                         self._walk(args[2], axis, index, memo)], cell.exact)
+        else:
+            found = _interval(cell.op, [self._walk(a, axis, index, memo) for a in args],
+                              cell.exact)
+        memo[id(cell)] = found
+        return found
+
+    def _root(self, cell):
+        """The search's own range with no option set (its root)."""
+        found = self._open.get(id(cell))
+        if found is None:
             found = cell.bound(0, [0] * len(self.s.keys))
-            if found is UNKNOWN:
-                found = (-math.inf, math.inf)
-            self._open[slot] = found
+            self._open[id(cell)] = found
         return found
 
 

@@ -15,18 +15,25 @@ MAX_PIN_FIXES = 2
 
 
 def drop_pins(model: Model) -> list[Fix]:
-    """The smallest sets of pins whose removal makes the query feasible."""
+    """The smallest sets of pins whose removal makes the query feasible. Always asked
+    where there are pins: its Optimize adds terms to the model's Z3 context, and the
+    consent MaxSAT after it (allow_optins) may order equal optima by them."""
     pins = {name: part for name, part in model.parts.items() if name.startswith("pin:")}
     return [Fix(kind="drop_pins", drop=names, description="drop " + ", ".join(names))
             for names in ([_pin_text(model.p, n) for n in dropped]
                           for dropped in _smallest_drops(model, pins))]
 
 
-def allow_optins(model: Model) -> list[Fix]:
-    """The smallest sets of optins whose consent (--allow) makes the query feasible."""
+def allow_optins(model: Model, core: list[str] | None = None) -> list[Fix]:
+    """The smallest sets of optins whose consent (--allow) makes the query feasible
+    (none when the refusal's minimal `core` holds no consent rule: the MaxSAT keeps
+    every other part, so the core's parts still clash and it would find none). The
+    last question asked of the model's Z3 context: skipping it changes no later one."""
     from kbsolve.program.consent import optin_of
     consent = {name: part for name, part in model.parts.items()
                if name.startswith("rule:") and optin_of(model.p.kb, name[5:]) is not None}
+    if core is not None and not consent.keys() & set(core):
+        return []
     fixes = []
     for dropped in _smallest_drops(model, consent):
         names = [optin_of(model.p.kb, n[5:]).name for n in dropped]

@@ -197,15 +197,26 @@ class CoreFinder:
             self.solver.add(z3.Implies(self.marks[name], part))
 
     def clash(self, extra: list | None = None, without: tuple = ()) -> list[str] | None:
-        """None when satisfiable; else the minimal core (names of parts)."""
+        """None when satisfiable; else the minimal core (names of parts), minimised by
+        deletion in name order: a part goes when the others still clash. A check
+        that clashes leaves its own core (a subset of what it was asked); a later
+        deletion whose remaining parts hold such a core is unsatisfiable without
+        asking Z3 (more parts cannot make a clash satisfiable), so the result is the
+        one every check would have given."""
         extra = extra or []
         names = [n for n in self.marks if n not in without]
         if self.solver.check([self.marks[n] for n in names] + extra) != z3.unsat:
             return None
         core = sorted(str(m) for m in self.solver.unsat_core() if str(m) in self.marks)
+        clashing: list[set[str]] = []  # parts some check proved to clash (with `extra`)
         for name in list(core):
-            trial = [self.marks[n] for n in core if n != name] + extra
-            if self.solver.check(trial) == z3.unsat:
+            rest = [n for n in core if n != name]
+            if any(known.issubset(rest) for known in clashing):
+                core.remove(name)  # the rest holds a set that clashes: unsat, no check
+                continue
+            if self.solver.check([self.marks[n] for n in rest] + extra) == z3.unsat:
+                clashing.append({str(m) for m in self.solver.unsat_core()
+                                 if str(m) in self.marks})
                 core.remove(name)
         return core
 

@@ -1,0 +1,112 @@
+"""The explanation's per-value answers read from the search's tables (solver/bounds.py)
+and the Z3 core's deletion (solver/prove.CoreFinder): each shortcut must give the
+answer the full question gives."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import z3
+
+from kbsolve import api
+from kbsolve.program.query import Query, resolve
+from kbsolve.solver.bounds import ValueBounds
+from kbsolve.solver.prove import CoreFinder, Model
+from kbsolve.solver.search import Search
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb()
+
+
+@pytest.fixture(scope="module")
+def qwen(kb):
+    search = Search(resolve(kb, Query(gpus="8xA100", model="qwen3-8b")).problem)
+    assert search.prepare()
+    return search
+
+
+def _allowed_pairs(search):
+    p = search.p
+    for axis, key in enumerate(search.keys):
+        if key in p.pinned:
+            continue
+        for index, value in enumerate(p.choices[key]):
+            if search.allowed[axis][index]:
+                yield key, value
+
+
+def test_a_refuted_value_gets_the_answer_the_searches_give(qwen):
+    """search.clash with the bound (no feasibility search) and without it (the first
+    search, and the narrowed one after it) name the same parts, for every value the
+    bound refutes; and some value is refuted by a rule the option's tables alone
+    cannot show (arc consistency keeps it), not by memory."""
+    bounds = ValueBounds(qwen)
+    start = qwen.run().chosen
+    refuted = [(k, v) for k, v in _allowed_pairs(qwen) if bounds.refuted(k, v)]
+    assert refuted
+    for key, value in refuted:
+        with_bound = qwen.clash(key, value, start, 20_000, bounds.refuted)
+        searched = qwen.clash(key, value, start, 20_000, None)
+        assert with_bound == searched and searched not in (None, "budget"), (key, value)
+    batch = ("llamafactory.per_device_train_batch_size", Fraction(16))
+    assert batch in refuted and not bounds.overflows(*batch)  # GLOBAL_BATCH's expression
+
+
+def test_a_value_some_plan_has_is_never_refuted(qwen):
+    """Every value of the optimal plan, and of a plan found with each other value,
+    stays open: the bound is sound."""
+    bounds = ValueBounds(qwen)
+    found = qwen.run()
+    assert found.chosen
+    assert not any(bounds.refuted(k, v) for k, v in found.chosen.items() if k in qwen.keys)
+    for key, value in list(_allowed_pairs(qwen))[::3]:
+        plan = qwen.run(fixed={key: value}, first=True, budget=2_000)
+        if plan.chosen is not None:
+            assert not bounds.refuted(key, value), (key, value)
+
+
+def _plain_deletion(finder: CoreFinder, core: list[str]) -> list[str]:
+    """Deletion in name order with one Z3 check per part (the reference)."""
+    core = list(core)
+    for name in list(core):
+        if finder.solver.check([finder.marks[n] for n in core if n != name]) == z3.unsat:
+            core.remove(name)
+    return core
+
+
+def test_core_deletion_skips_only_checks_it_knows_the_answer_of(kb):
+    """The core with checks skipped where an earlier check's core decides equals plain
+    deletion (one check per part) from the same first core, on a fresh solver."""
+    problem = resolve(kb, Query(gpus="1x4090", model="llama3-70b")).problem
+    finder = CoreFinder(Model(problem))
+    checks = []
+    check = finder.solver.check
+
+    def counted(*args):
+        checks.append(args)
+        return check(*args)
+
+    finder.solver.check = counted
+    core = finder.clash()
+    assert core and "memory:fit" in core
+    fresh = CoreFinder(Model(problem))
+    assert fresh.solver.check([fresh.marks[n] for n in fresh.marks]) == z3.unsat
+    first = sorted(str(m) for m in fresh.solver.unsat_core() if str(m) in fresh.marks)
+    assert _plain_deletion(fresh, first) == core
+    assert len(checks) < 1 + len(first)  # some deletion answered by an earlier check's core
+
+
+def test_no_consent_fix_is_searched_for_where_the_core_holds_no_consent_rule(kb):
+    """405B on a 4090 is refused for memory alone: the MaxSAT over consent rules keeps
+    the core's parts and finds nothing, which the core says without asking it."""
+    from kbsolve.solver.fixes import allow_optins, drop_pins
+    from kbsolve.solver.prove import minimal_core
+    problem = resolve(kb, Query(gpus="1x4090", model="llama3.1-405b")).problem
+    model = Model(problem)
+    core = minimal_core(model)
+    assert core and not any(part.startswith(("rule:", "pin:")) for part in core)
+    assert drop_pins(model) == []
+    assert allow_optins(model, core) == allow_optins(model) == []
