@@ -529,13 +529,19 @@ def _option_refs(node) -> set[str]:
 def _core_reasons(problem: Problem, blocked: dict[Any, list[str]], option=None,
                   neighbours: dict | None = None) -> list[Reason]:
     found: dict[str, Reason] = {}
+    ruled_out = {}  # rule -> the values it rules out, in the domain's order
+    for alt, core in blocked.items():
+        for part in core:
+            kind, _, name = part.partition(":")
+            if kind == "rule":
+                ruled_out.setdefault(name, []).append(shown(alt))
     for alt, core in blocked.items():
         for part in core:
             kind, _, name = part.partition(":")
             if kind == "rule" and name not in found:
-                text = shown(alt)
                 found[name] = reason(problem.rule(name), detail=consent_detail(
-                    problem.kb, name, text) or f"{name.split('.', 1)[1]} rules out {text}")
+                    problem.kb, name, shown(alt)) or
+                    f"{name.split('.', 1)[1]} rules out {_listed(ruled_out[name])}")
                 optin = optin_of(problem.kb, name)
                 found[name].optin_group = optin.group if optin is not None else ""
             elif kind == "when" and part not in found:
@@ -552,6 +558,13 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]], option=None,
                 opt = problem.kb.options[name]
                 found[part] = Reason(rule=f"pin:{opt.name}", detail=problem.pin_detail(name))
     return list(found.values())
+
+
+def _listed(values: list[str], shown_at_most: int = 6) -> str:
+    """'3', '3 and 5', '3, 5 and 6', or the first few and how many more."""
+    if len(values) > shown_at_most:
+        return f"{', '.join(values[:shown_at_most])} and {len(values) - shown_at_most} more"
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} and {values[-1]}"
 
 
 def _fit_in_core(problem: Problem, option, alt, neighbour) -> Reason:

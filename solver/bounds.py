@@ -69,12 +69,13 @@ class ValueBounds:
         return bool(found[s.p.choices[key].index(value)])
 
     # ---- no plan at all, as the search's narrowed run would find at its first node
-    def refuted(self, key: str, value) -> bool:
-        """True when no plan has key=value, read from ranges over the problem's
-        domains with that value set: a rule (or `when`) that reads the option is false
-        on every completion, or the budgets overflow (overflows). These are the
-        ranges the search's narrowed feasibility run (search._narrowed: the option
-        placed first) reads at its only child, so that run would prune it at once."""
+    def refuted(self, key: str, value) -> str | bool:
+        """Whether no plan has key=value, read from ranges over the problem's domains
+        with that value set: the name of a rule (or `when`) part that reads the option
+        and is false on every completion ('rule:...', 'when:...'), else True where the
+        budgets overflow (overflows), else False. These are the ranges the search's
+        narrowed feasibility run (search._narrowed: the option placed first) reads at
+        its only child, so that run would prune it at once."""
         s = self.s
         if not s.prepare():
             return False
@@ -82,11 +83,11 @@ class ValueBounds:
         index = s.p.choices[key].index(value)
         memo: dict = {}
         with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: nan, no information
-            for _, cell in s.rules:
+            for name, cell in s.rules:
                 if axis in cell.deps and not isinstance(cell, Table):  # tables: arc consistency
                     found = self._walk(cell, axis, index, memo)
                     if found is not UNKNOWN and not found[1]:
-                        return True
+                        return name
             return self.overflows(key, value)
 
     # ---- the budgets alone

@@ -424,7 +424,8 @@ class Search:
         """None when some feasible plan has key=value (its plan in last_found); else
         the parts that rule it out ('rule:...', 'when:...', 'memory:fit'); "budget"
         when undecided. `overflows(key, value)`: a proven memory lower bound over the
-        budget, which skips the feasibility search. Arc consistency runs only when the
+        budget (True), or the name of a rule part proven false on every completion,
+        which skips the feasibility search. Arc consistency runs only when the
         first search finds no plan (a plan it finds keeps every value arc consistency
         would keep), to name the rules that empty a domain."""
         self.last_found = None
@@ -434,7 +435,8 @@ class Search:
         index = self.p.choices[key].index(value)
         if not self.allowed[axis][index]:
             return [self.why.get((axis, index), "memory:fit")]
-        found = None if overflows is not None and overflows(key, value) else \
+        proven = overflows(key, value) if overflows is not None else False
+        found = None if proven else \
             self.run(start=start, fixed={key: value}, budget=budget // 10, first=True)
         if found is not None and found.chosen is not None:
             self.last_found = (found.chosen, found.metrics)
@@ -443,6 +445,8 @@ class Search:
         if self.domains({key: value}, why) is None:
             return sorted({why["empty"], *(r for r in why.values() if r != why["empty"])})[:3] \
                 if "empty" in why else ["memory:fit"]
+        if isinstance(proven, str):  # a rule false on every completion (no arc consistency sees it)
+            return [proven]
         if found is not None and found.status == "budget":  # again, with the value in every bound, first
             found = self._narrowed(key, value, why_masks(self, key, value), start, budget)
             if found.chosen is not None:
