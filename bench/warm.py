@@ -2,6 +2,8 @@
 
 - `plan grid`: 24 fixed LLM and diffusion queries through `api.solve` with
   explanations and alternatives (the default --top), CPU time per plan.
+- `pytorch plans`: 3 plain-PyTorch queries (the widest search spaces), CPU each
+  (issue 25: "--framework pytorch plans <= 1 s").
 - `status grid`: 120 LlamaFactory queries (0.6B-405B, dense and MoE, 1x4090 to
   2x8xH100, sft/dpo/pt/kto/rm) planned with `--top 0` (explained, no
   alternatives); each must end `optimal` or `infeasible` at the default settings.
@@ -25,6 +27,9 @@ PLAN_GRID = [
         ("8xA100", "wan14b"), ("1xA100", "wan14b"), ("8xH100", "flux1-dev"),
         ("4xL40S", "flux1-dev"), ("8xA100", "sd3.5-medium"), ("1xA100", "sd3.5-medium"),
         ("8xH100", "qwen-image"), ("4xL40S", "qwen-image"), ("1xH100", "flux1-dev")]]
+
+PYTORCH_GRID = [{"gpus": g, "model": m, "framework": "pytorch"} for g, m in [
+    ("8xH100", "qwen2.5-7b"), ("4xH100", "llama3-70b"), ("8xH100", "qwen3-0.6b")]]
 
 STATUS_MODELS = ["qwen3-0.6b", "qwen2.5-1.5b", "llama3-8b", "qwen3-32b", "llama3-70b",
                  "llama3.1-405b", "qwen3-30b-a3b", "mixtral-8x7b"]
@@ -61,6 +66,11 @@ def measure(plans: int = len(PLAN_GRID), statuses: int = 120) -> dict:
             status, cpu = "refused", 0.0
         plan_status[status] = plan_status.get(status, 0) + 1
         plan_cpu.append(cpu)
+    pytorch = {}
+    for fields in PYTORCH_GRID:
+        plan, cpu = _cpu(lambda: api.solve(fields, kb))
+        pytorch[f"{fields['gpus']} {fields['model']}"] = {
+            "status": plan.status, "cpu_ms": _ms(cpu)}
     grid_cpu, grid_status, not_settled = [], {}, []
     for fields in status_grid(statuses):
         try:
@@ -76,6 +86,7 @@ def measure(plans: int = len(PLAN_GRID), statuses: int = 120) -> dict:
         "plan_grid_queries": len(plan_cpu), "plan_statuses": plan_status,
         "plan_cpu_median_ms": _ms(statistics.median(plan_cpu)),
         "plan_cpu_p95_ms": _ms(statistics.quantiles(plan_cpu, n=20)[18]),
+        "pytorch_plans": pytorch,
         "status_grid_queries": len(grid_cpu), "status_grid_statuses": grid_status,
         "status_grid_cpu_median_ms": _ms(statistics.median(grid_cpu)),
         "status_grid_not_settled": not_settled[:10],
