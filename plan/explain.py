@@ -529,19 +529,17 @@ def _option_refs(node) -> set[str]:
 def _core_reasons(problem: Problem, blocked: dict[Any, list[str]], option=None,
                   neighbours: dict | None = None) -> list[Reason]:
     found: dict[str, Reason] = {}
-    ruled_out = {}  # rule -> the values it rules out, in the domain's order
+    ruled_out: dict[str, list[str]] = {}  # plain rule -> the values it rules out, in order
     for alt, core in blocked.items():
         for part in core:
             kind, _, name = part.partition(":")
-            if kind == "rule":
-                ruled_out.setdefault(name, []).append(shown(alt))
-    for alt, core in blocked.items():
-        for part in core:
-            kind, _, name = part.partition(":")
-            if kind == "rule" and name not in found:
-                found[name] = reason(problem.rule(name), detail=consent_detail(
-                    problem.kb, name, shown(alt)) or
-                    f"{name.split('.', 1)[1]} rules out {_listed(ruled_out[name])}")
+            if kind == "rule" and name in ruled_out:
+                ruled_out[name].append(shown(alt))
+            elif kind == "rule" and name not in found:
+                detail = consent_detail(problem.kb, name, shown(alt))
+                if not detail:
+                    ruled_out[name] = [shown(alt)]
+                found[name] = reason(problem.rule(name), detail=detail)
                 optin = optin_of(problem.kb, name)
                 found[name].optin_group = optin.group if optin is not None else ""
             elif kind == "when" and part not in found:
@@ -557,6 +555,8 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]], option=None,
             elif kind == "pin" and part not in found:
                 opt = problem.kb.options[name]
                 found[part] = Reason(rule=f"pin:{opt.name}", detail=problem.pin_detail(name))
+    for name, values in ruled_out.items():
+        found[name].detail = f"{name.split('.', 1)[1]} rules out {_listed(values)}"
     return list(found.values())
 
 

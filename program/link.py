@@ -20,7 +20,7 @@ from typing import Any
 
 from kbsolve.program import tables as T
 
-# written out; the other operations call T._interval
+# written out; the other operations call T.interval
 INLINE = {"+", "-", "neg", "sum", "*", "/", "if", "min", "max"}
 
 _MADE: dict[str, Any] = {}  # source -> its maker, compiled once per process
@@ -42,7 +42,7 @@ def link(expr, k: int):
         writer.line(2, f"return None if {lo} is None else ({lo}, {hi})")
     else:
         writer.line(2, f"return ({lo}, {hi})")
-    names = ", ".join(["_interval", "_inf", "_MISS"] + [f"c{i}" for i in range(len(writer.consts))])
+    names = ", ".join(["interval", "_inf", "_MISS"] + [f"c{i}" for i in range(len(writer.consts))])
     source = f"def make({names}):\n    def linked(k, idx):\n" + "\n".join(writer.lines) + \
         "\n    return linked\n"
     maker = _MADE.get(source)
@@ -52,7 +52,7 @@ def link(expr, k: int):
         if len(_MADE) >= MADE_LIMIT:
             _MADE.clear()
         maker = _MADE[source] = namespace["make"]
-    return maker(T._interval, math.inf, T._MISS, *writer.consts)
+    return maker(T.interval, math.inf, T._MISS, *writer.consts)
 
 
 class _Writer:
@@ -138,7 +138,7 @@ class _Writer:
         return [self.emit(a, depth) for a in cell.args]
 
     def _guarded(self, cell, args, depth: int, body) -> tuple[str, str]:
-        """body(depth) over known args; UNKNOWN where an arg is (as _interval)."""
+        """body(depth) over known args; UNKNOWN where an arg is (as interval)."""
         lo, hi = self.fresh("lo"), self.fresh("hi")
         unknown = [a[0] for a, c in zip(args, cell.args) if self.maybe_unknown(c)]
         if unknown:
@@ -291,7 +291,7 @@ class _Writer:
                            for (a0, a1), c in zip(args, cell.args))
         r = self.fresh("r")
         op, exact = self.const(cell.op), self.const(cell.exact)
-        self.line(depth, f"{r} = _interval({op}, [{ranges}], {exact})")
+        self.line(depth, f"{r} = interval({op}, [{ranges}], {exact})")
         lo, hi = self.fresh("lo"), self.fresh("hi")
         self.line(depth, f"{lo}, {hi} = ({r} if {r} is not None else (None, None))")
         return lo, hi

@@ -311,7 +311,7 @@ class Expr:
 
     def _range(self, j: int, k: int, idx: list[int]):
         """The range over the args' ranges; an `if` reads only the branch its
-        condition decides (what _interval would return). A level read often
+        condition decides (what interval would return). A level read often
         (LINK_AFTER times) is linked into straight-line code (program/link.py:
         the args' levels depend on k only through j); until then its args are
         read one by one."""
@@ -336,8 +336,8 @@ class Expr:
                 return read_bounds(readers[1:2], k, idx)[0]
             if not test[1]:
                 return read_bounds(readers[2:], k, idx)[0]
-            return _interval("if", [test, *read_bounds(readers[1:], k, idx)], self.exact)
-        return _interval(self.op, read_bounds(readers, k, idx), self.exact)
+            return interval("if", [test, *read_bounds(readers[1:], k, idx)], self.exact)
+        return interval(self.op, read_bounds(readers, k, idx), self.exact)
 
     def _walked(self, j: int, k: int, idx: list[int]):
         """_range by walking the tree (the reference the linked code must equal)."""
@@ -350,10 +350,10 @@ class Expr:
                 return _read(readers[1], k, idx)
             if not test[1]:
                 return _read(readers[2], k, idx)
-            return _interval("if", [test, _read(readers[1], k, idx),
+            return interval("if", [test, _read(readers[1], k, idx),
                                     _read(readers[2], k, idx)], self.exact)
         ranges = [_walk(cell, level, k, idx) for cell, level in readers]
-        return _interval(self.op, ranges, self.exact)
+        return interval(self.op, ranges, self.exact)
 
     def prepare(self, position, allowed) -> None:
         """Ranges for bound() in the search's order. An order and masks met
@@ -695,7 +695,7 @@ def _widen(r, exact: bool):
     return lo - abs(lo) * EPS - 1e-300, hi + abs(hi) * EPS + 1e-300
 
 
-def _interval(op: str, ranges: list, exact: bool):
+def interval(op: str, ranges: list, exact: bool):
     if op == "if":
         c, a, b = ranges
         if c is UNKNOWN:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kbsolve.program.tables import UNKNOWN, Table, _interval, allowed_mask
+from kbsolve.program.tables import UNKNOWN, Table, interval, allowed_mask
 from kbsolve.solver.search import TOLERANCE
 
 
@@ -122,7 +122,7 @@ class ValueBounds:
     def _walk(self, cell, axis: int, index: int, memo: dict):
         """The cell's range over every completion with axis=index: a table's own
         least and greatest for that value; an expression over such ranges by the
-        interval arithmetic the search uses (program/tables._interval, an `if`
+        interval arithmetic the search uses (program/tables.interval, an `if`
         reading only the branch its condition decides), which is the range the
         search reads with that option set first, or a wider one."""
         if axis not in cell.deps:
@@ -148,10 +148,10 @@ class ValueBounds:
             elif not test[1]:
                 found = self._walk(args[2], axis, index, memo)
             else:
-                found = _interval("if", [test, self._walk(args[1], axis, index, memo),
+                found = interval("if", [test, self._walk(args[1], axis, index, memo),
                                          self._walk(args[2], axis, index, memo)], cell.exact)
         else:
-            found = _interval(cell.op, [self._walk(a, axis, index, memo) for a in args],
+            found = interval(cell.op, [self._walk(a, axis, index, memo) for a in args],
                               cell.exact)
         memo[id(cell)] = found
         return found
