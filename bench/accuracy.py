@@ -664,7 +664,10 @@ def _compare(row: dict, estimate, model: dict, card: str | None = None) -> dict:
            "speed_factors": {k: v for k, v in estimate.speed.terms.items()
                              if k in factor_terms()},
            "metric": row.get("metric"),
-           "level": level, "measured": measured_gib(row), "predicted": round(predicted, 3),
+           "level": level, "predicted": round(predicted, 3),
+           # a table that repeats another row's memory figure (memory_repeats, the data file's
+           # notes) is one memory reading: its speed counts, its memory only under that row
+           "measured": None if row.get("memory_repeats") else measured_gib(row),
            "accelerate": round(accelerate, 3), "deepspeed": round(deepspeed, 3),
            "outcome": row.get("outcome"), "gpu_gib": estimate.memory.gpu_gib,
            "predicted_fits": levels["device"] <= estimate.memory.gpu_gib}
