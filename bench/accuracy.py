@@ -97,6 +97,12 @@ HF_FP32_LOGITS = {"llama-recipes", "atorch", "fms-hf-tuning", "accelerate",
 # 2025-01-14), whose Hugging Face + FA2 column is the HF Trainer, and fms-acceleration's
 # benchmark (scripts/benchmarks/refs/requirements.txt @876e2ed: transformers 4.48.1).
 HF_AFTER_4_46 = ("[ctx:unsloth-ctx]", "[ctx:fmsaccel]")
+# axolotl rows at commits that pin transformers before v4.46 (requirements.txt): 2a1589f6
+# (2024-03-21, transformers@73a73b41) and 35130711 (2023-08-27, transformers main). Its Llama
+# runs without sample packing keep transformers' own LlamaForCausalLM (the flash-attention
+# hijack, and with it its cross-entropy patch, only under sample_packing:
+# src/axolotl/utils/models.py L312-L340 @2a1589f6). Later axolotl rows run v4.46+ or CCE.
+AXOLOTL_BEFORE_4_46 = ("axolotl@2a1589f6", "axolotl@35130711")
 # torchtitan row groups whose runs compiled the loss with the model: torchtitan's
 # build_cross_entropy_loss (components/loss.py, from bbb1b616e, 2025-04-02; at e7c0cae and
 # 2c8b59479) wraps cross_entropy_loss (pred.float() and F.cross_entropy) in torch.compile when
@@ -408,7 +414,9 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
            "loss": "ce" if row.get("loss") in (None, "ce") else "chunked-ce",
            "micro_batch": str(row["micro_batch"]), "sharding": sharding}
     out.update(SCRIPT_SETTINGS.get((script(row), sharding), {}))
-    if script(row) in HF_FP32_LOGITS and out["loss"] == "ce" and not any(
+    if (script(row) in HF_FP32_LOGITS or script(row) == "axolotl" and any(
+            commit in row.get("source", "") for commit in AXOLOTL_BEFORE_4_46)) and \
+            out["loss"] == "ce" and not any(
             group in row.get("notes", "") for group in HF_AFTER_4_46):
         out["logits_fp32"] = "true"
     if row.get("distributed", "").startswith("zero") and ds_script(row) in LOSS_16BIT and \
@@ -664,7 +672,10 @@ def _compare(row: dict, estimate, model: dict, card: str | None = None) -> dict:
            "speed_factors": {k: v for k, v in estimate.speed.terms.items()
                              if k in factor_terms()},
            "metric": row.get("metric"),
-           "level": level, "measured": measured_gib(row), "predicted": round(predicted, 3),
+           "level": level, "predicted": round(predicted, 3),
+           # a table that repeats another row's memory figure (memory_repeats, the data file's
+           # notes) is one memory reading: its speed counts, its memory only under that row
+           "measured": None if row.get("memory_repeats") else measured_gib(row),
            "accelerate": round(accelerate, 3), "deepspeed": round(deepspeed, 3),
            "outcome": row.get("outcome"), "gpu_gib": estimate.memory.gpu_gib,
            "predicted_fits": levels["device"] <= estimate.memory.gpu_gib}

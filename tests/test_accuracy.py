@@ -38,6 +38,32 @@ def test_hf_rows_after_transformers_4_46_keep_16_bit_logits():
     assert "logits_fp32" not in accuracy.settings_for(later, {})
 
 
+def test_axolotl_rows_before_transformers_4_46_keep_fp32_logits():
+    row = dict(LITGPT_FSDP_ROW, id="axolotl-9", framework="axolotl", distributed="none",
+               source="https://github.com/axolotl-ai-cloud/axolotl/pull/1428 (merged as "
+                      "axolotl-ai-cloud/axolotl@2a1589f6f6fbe74a58f867f48ab9cb0c35cf9df9)")
+    assert accuracy.settings_for(row, {})["logits_fp32"] == "true"
+    later = dict(row, source="axolotl-ai-cloud/axolotl@eac4a61f55a9 examples/magistral")
+    assert "logits_fp32" not in accuracy.settings_for(later, {})
+
+
+def test_rows_that_repeat_another_rows_memory_figure_repeat_its_run():
+    """Answer.AI's dual-4090 tables print the dual-3090 peaks: each memory_repeats row names a
+    row of the same run (model, method, sharding, batch, length) with the same peak, and a
+    different time (its own speed)."""
+    _, rows = accuracy.load_rows(accuracy.data_files()[1:])
+    by_id = {r["id"]: r for r in rows}
+    repeats = [r for r in rows if r.get("memory_repeats")]
+    assert len(repeats) == 7
+    for row in repeats:
+        first = by_id[row["memory_repeats"]]
+        for key in ("model", "method", "distributed", "micro_batch", "seq_len", "peak", "unit",
+                    "metric"):
+            assert row[key] == first[key], (row["id"], key)
+        assert row["gpu"] != first["gpu"]
+        assert row["throughput"] != first["throughput"]
+
+
 def test_adapters_the_model_cannot_express_are_skipped():
     assert accuracy.settings_for(dict(LITGPT_FSDP_ROW, method="ia3"), {}) is None
 
@@ -363,3 +389,23 @@ def test_set_up_peak_sets_the_reserved_level_where_it_passes_training():
     assert fit.fit_allocator([row], committed) == pytest.approx(0.1)
     plain = _memory_row("p", "lora", 11.0)  # no set-up term: the pool scales training's peak
     assert fit.predict_memory(plain, committed, 0.1) == pytest.approx(11.0)
+
+
+def test_a_repeated_memory_figure_counts_once_and_its_speed_stays():
+    from types import SimpleNamespace
+    levels = SimpleNamespace(model_dump=lambda: {"allocated": 20.0, "reserved": 21.0,
+                                                 "device": 22.0})
+    estimate = SimpleNamespace(
+        memory=SimpleNamespace(per_gpu_gib=levels, breakdown=[], gpu_gib=0),
+        speed=SimpleNamespace(step_time_s=1.0, terms={}, tokens_per_s=2000.0), gpu="RTX4090")
+    row = {"id": "answerai-21", "framework": "fsdp_qlora", "method": "qlora", "gpus": 2,
+           "seq_len": 2048, "micro_batch": 4, "metric": "reserved", "unit": "GiB", "peak": 22.98,
+           "distributed": "fsdp-full-shard+cpu-offload",
+           "throughput": {"value": 2061, "unit": "s/benchmark-run"}}
+    model = {"params_b": 34.39}
+    alone = accuracy._compare(row, estimate, model)
+    assert alone["measured"] == pytest.approx(22.98)
+    repeated = accuracy._compare(dict(row, memory_repeats="answerai-12"), estimate, model)
+    assert repeated["measured"] is None
+    assert repeated["tokens_per_s_gpu"] == alone["tokens_per_s_gpu"] == pytest.approx(
+        1024 * 2048 / 2061 / 2)
