@@ -39,6 +39,7 @@ LIMIT = 20_000  # entries kept; past it a save keeps only what its process used
 _FUTURE = 0
 for _name in __future__.all_feature_names:
     _FUTURE |= getattr(__future__, _name).compiler_flag
+_FUTURE &= ~__future__.CO_NESTED  # a code flag of every nested function, not inherited
 
 
 def cache_dir() -> Path:
