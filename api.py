@@ -29,6 +29,20 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'kbsolve.api' has no attribute {name!r}")
 
 
+def cache_compiled_code(*modules) -> None:
+    """The command's process (cli/__init__.py start): code generated from text (the methods
+    `dataclasses` writes, `typing`'s forward references, each module of `modules`; the
+    linked search code) is compiled once per text and kept beside the KB cache
+    (codecache.py); save_compiled_code() writes what was compiled anew."""
+    from kbsolve import codecache
+    codecache.enable(*modules)
+
+
+def save_compiled_code() -> None:
+    from kbsolve import codecache
+    codecache.save()
+
+
 def load_kb(paths: list[str] | None = None, *, use_cache: bool = True) -> KnowledgeBase:
     """The shipped KB plus rule packs, checked; raises KbError with every problem."""
     from kbsolve.catalog import load_kb as load

@@ -1,5 +1,6 @@
-"""Cold CLI latency: fresh `kbsolve` processes (KB from the disk cache and the modules'
-bytecode compiled, as a user meets them after the first run), beside the bare imports
+"""Cold CLI latency: fresh `kbsolve` processes (KB from the disk cache, the modules'
+bytecode compiled and the command's generated code in its cache beside the KB's,
+codecache.py: as a user meets them after the first run), beside the bare imports
 as a floor; `python -m bench.cold --phases [MODEL ...]` splits a cold plan's CPU by phase.
 
 The bytecode goes to a cache of the bench's own (PYTHONPYCACHEPREFIX, in the temporary

@@ -1,7 +1,11 @@
 """The kbsolve command (cli/main.py). `start` tunes the process the command owns; a
 program that imports kbsolve keeps its own settings."""
 
+import dataclasses
 import gc
+import typing
+
+from kbsolve import api
 
 # Collector thresholds of the command's process (tests/conftest.py sets the same for the
 # suite): a cold plan allocates a few hundred thousand acyclic objects (modules, the
@@ -10,8 +14,12 @@ import gc
 # (issue 25). A pass every 100,000 allocations still frees cycles, in long searches and
 # in `kbsolve mcp` alike.
 GC_THRESHOLDS = (100_000, 50, 100)
+CODE_CACHED = (dataclasses, typing)
 
 
 def start() -> None:
     """Before the command's imports: the program's process settings."""
     gc.set_threshold(*GC_THRESHOLDS)
+    # the methods dataclasses writes and typing's forward references, compiled once per
+    # text and kept beside the KB cache (codecache.py; exit_now saves them as the command ends)
+    api.cache_compiled_code(*CODE_CACHED)

@@ -127,6 +127,7 @@ def exit_now(code: int) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         return
+    api.save_compiled_code()
     os._exit(code)
 
 

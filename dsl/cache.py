@@ -17,18 +17,11 @@ import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
-CACHE_ENV = "KBSOLVE_CACHE_DIR"
+from kbsolve.codecache import CACHE_ENV, cache_dir  # noqa: F401 - the caches' one directory
+
 _MAGIC = b"kbsolve-kb-cache-v1\n"
 _LOADED: OrderedDict[bytes, object] = OrderedDict()
 _LOADED_MAX = 4
-
-
-def cache_dir() -> Path:
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen:
-        return Path(chosen)
-    from platformdirs import user_cache_dir  # only then (about 5 ms of a cold start)
-    return Path(user_cache_dir("kbsolve"))
 
 
 class KbCache:

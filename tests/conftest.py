@@ -97,7 +97,7 @@ def _private_kb_cache(request, tmp_path_factory, monkeypatch):
         for entry in request.getfixturevalue("_shipped_kb_cache_entries"):
             shutil.copyfile(entry, cache / entry.name)
     yield cache
-    for entry in cache.glob("*kb-*"):
+    for entry in [*cache.glob("*kb-*"), *cache.glob("*code-*")]:  # and the command's code
         try:
             entry.unlink()
         except OSError:

@@ -70,17 +70,18 @@ ARCHITECTURE: dict[str, set[str]] = {
     "diagnostics": set(),
     "diagnostic_codes": set(),  # the registry of codes: data (docs/dsl.md's table)
     "roles": set(),  # the registry of roles Python reads through the KB (docs/dsl.md 5.20)
+    "codecache": set(),  # compiled generated code kept across the command's processes
     # the results as data (plan, estimate, audit report, fix, deep check): pydantic models
     # and dataclasses that every layer above fills or reads; a leaf over the diagnostics
     "results": {"diagnostics"},
     # text -> AST -> checked rules and the vocabulary: the language, which knows nothing of
     # the catalogs, the program, the search or anything above
-    "dsl": {"diagnostics", "diagnostic_codes", "roles"},
+    "dsl": {"diagnostics", "diagnostic_codes", "roles", "codecache"},
     # the checked KB: the rules with the catalogs validated against the language's
     # vocabulary (the catalog sits above the language)
     "catalog": {"dsl", "diagnostics", "version"},
     # the linked program: facts, evaluation, tables, a query's problem
-    "program": {"catalog", "dsl", "diagnostics", "roles"},
+    "program": {"catalog", "dsl", "diagnostics", "roles", "codecache"},
     # the search: branch and bound, Z3 proofs, cores, fixes
     "solver": {"results", "program", "dsl", "diagnostics"},
     # the plan built from a search's outcome: orchestration, sections, explanations,
@@ -95,7 +96,7 @@ ARCHITECTURE: dict[str, set[str]] = {
     "render": {"results", "diagnostics"},
     # the one door
     "api": {"render", "audit", "lint", "plan", "solver", "results", "program", "catalog",
-            "dsl", "diagnostics", "diagnostic_codes"},
+            "dsl", "diagnostics", "diagnostic_codes", "codecache"},
     # the front ends: the CLI imports only the api and render, and starts the other front
     # end (`kbsolve mcp`, `kbsolve skill`); the MCP server reads the api and the data models
     # its tools' schemas name
@@ -105,7 +106,8 @@ ARCHITECTURE: dict[str, set[str]] = {
     "kbsolve": {"api", "version"},
 }
 PARTS = sorted(ARCHITECTURE)
-LEAVES = ("version", "diagnostics", "diagnostic_codes", "roles")  # import nothing of ours
+# import nothing of ours
+LEAVES = ("version", "diagnostics", "diagnostic_codes", "roles", "codecache")
 
 
 def part_of(module: str) -> str:

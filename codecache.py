@@ -1,0 +1,196 @@
+"""Compiled code of generated source, kept across processes beside the KB cache.
+
+A cold `kbsolve` plan builds ~110 dataclasses (ours and pydantic's), and Python 3.11's
+`dataclasses` writes each one's methods (__init__, __repr__, __eq__, __hash__, a frozen
+class's __setattr__ and __delattr__) as source text and compiles it with `exec`: ~540
+compilations, 30-45 ms of a ~430 ms plan (issue 25). The text of a class's methods is the
+same in every process, so its compiled code is too: `CodeCache` keeps the code objects
+(each marshalled on its own, unmarshalled when first asked for; keyed by the source text, the
+file name, the mode and the compiler flags) in one file per interpreter bytecode version,
+checked by a sha256 as the KB cache's entries are.
+
+`enable(module, ...)` shadows the builtin `exec` and `compile` in each module's namespace
+(its globals, as a module-level name would) with functions that compile a string through the
+cache and then do what the builtin does: the same code object the builtin would compile
+from the same text (the caller's `from __future__` flags included, as the builtin
+inherits them), run in the same namespaces. Only the command's process installs it (cli/
+__init__.py `start`; a program that imports kbsolve keeps its modules as they are), and
+`save()` writes what the process compiled anew, once, as the command ends (cli/main.py
+`exit_now`). Code kbsolve generates itself asks `compiled()`.
+
+A leaf: the standard library only, so that the command installs it before its imports.
+"""
+
+from __future__ import annotations
+
+import __future__
+import builtins
+import marshal
+import os
+import sys
+from importlib.util import MAGIC_NUMBER
+from pathlib import Path
+
+CACHE_ENV = "KBSOLVE_CACHE_DIR"
+_MAGIC = b"kbsolve-code-cache-v1\n"
+LIMIT = 20_000  # entries kept; past it a save keeps only what its process used
+# the compiler flags a caller's `from __future__ import ...` sets, which exec and compile
+# inherit from the calling code (PyCF_MASK)
+_FUTURE = 0
+for _name in __future__.all_feature_names:
+    _FUTURE |= getattr(__future__, _name).compiler_flag
+_FUTURE &= ~__future__.CO_NESTED  # a code flag of every nested function, not inherited
+
+
+def cache_dir() -> Path:
+    """The directory of kbsolve's caches: $KBSOLVE_CACHE_DIR, else the user's cache
+    directory (platformdirs)."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen:
+        return Path(chosen)
+    from platformdirs import user_cache_dir  # only then (about 5 ms of a cold start)
+    return Path(user_cache_dir("kbsolve"))
+
+
+class CodeCache:
+    """Code objects by (source, filename, mode, flags), read from `path` on first use; a
+    code object stays marshalled until it is asked for (a file holds the classes of every
+    command that ran, a plan builds about half of them)."""
+
+    def __init__(self, path: Path | None = None):
+        self._path = path
+        self.codes: dict | None = None
+        self.used: set = set()
+        self.added = 0
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = cache_dir() / f"code-{MAGIC_NUMBER.hex()}.marshal"
+        return self._path
+
+    def _load(self) -> dict:
+        import hashlib
+        codes: dict = {}
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            data = b""
+        end = data.find(b"\n", len(_MAGIC)) if data.startswith(_MAGIC) else -1
+        if end >= 0:
+            payload = memoryview(data)[end + 1:]
+            if hashlib.sha256(payload).hexdigest().encode() == data[len(_MAGIC):end]:
+                try:
+                    loaded = marshal.loads(payload)
+                except (EOFError, ValueError, TypeError):
+                    loaded = None
+                if isinstance(loaded, dict):
+                    codes = loaded
+        self.codes = codes
+        return codes
+
+    def code(self, source: str, filename: str, mode: str, flags: int):
+        """What compile(source, filename, mode, flags, dont_inherit=True) returns."""
+        codes = self.codes if self.codes is not None else self._load()
+        key = (source, filename, mode, flags)
+        data = codes.get(key)
+        if data is None:
+            code = builtins.compile(source, filename, mode, flags, True)
+            codes[key] = marshal.dumps(code)
+            self.added += 1
+        else:
+            code = marshal.loads(data)
+        self.used.add(key)
+        return code
+
+    def save(self) -> None:
+        """Writes the cache if this process compiled anything new (atomically; a cache
+        directory that cannot be written is left alone: the cache is an optimisation)."""
+        if not self.added or self.codes is None:
+            return
+        codes = self.codes
+        import hashlib
+        import tempfile
+        if len(codes) > LIMIT:
+            codes = {key: code for key, code in codes.items() if key in self.used}
+        try:
+            payload = marshal.dumps(codes)
+            checksum = hashlib.sha256(payload).hexdigest().encode()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".code-", suffix=".tmp")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(_MAGIC + checksum + b"\n" + payload)
+            os.replace(tmp, self.path)
+            self.added = 0
+        except (OSError, ValueError):
+            pass
+
+
+CACHE = CodeCache()
+
+
+def _inherited(depth: int) -> int:
+    """The `from __future__` flags of the code `depth` frames above the caller."""
+    return sys._getframe(depth + 1).f_code.co_flags & _FUTURE
+
+
+def cached_exec(source, globals=None, locals=None, /, **kwargs):
+    """builtins.exec, a string compiled through the cache."""
+    if globals is None:  # the caller's namespaces, as the builtin takes them
+        frame = sys._getframe(1)
+        globals = frame.f_globals
+        if locals is None:
+            locals = frame.f_locals
+    if isinstance(source, str):
+        source = CACHE.code(source, "<string>", "exec", _inherited(1))
+    return builtins.exec(source, globals, locals, **kwargs)
+
+
+def cached_compile(source, filename, mode, flags=0, dont_inherit=False, optimize=-1,
+                   **kwargs):
+    """builtins.compile, a string compiled through the cache where the result is a code
+    object of the interpreter's own optimisation level."""
+    if isinstance(source, str) and optimize == -1 and not kwargs \
+            and not flags & ~_FUTURE:
+        if not dont_inherit:
+            flags |= _inherited(1)
+        return CACHE.code(source, os.fsdecode(filename), mode, flags)
+    if not dont_inherit:
+        flags |= _inherited(1)
+    return builtins.compile(source, filename, mode, flags, True, optimize, **kwargs)
+
+
+_enabled = False
+
+
+def enable(*modules) -> None:
+    """The command's process compiles through the cache: `compiled()` everywhere, and
+    `modules`' own exec and compile calls (their globals shadow the builtins)."""
+    global _enabled
+    _enabled = True
+    for module in modules:
+        module.exec = cached_exec
+        module.compile = cached_compile
+
+
+def disable(*modules) -> None:
+    global _enabled
+    _enabled = False
+    for module in modules:
+        for name, ours in (("exec", cached_exec), ("compile", cached_compile)):
+            if getattr(module, name, None) is ours:
+                delattr(module, name)
+
+
+def compiled(source: str, filename: str, mode: str = "exec"):
+    """compile(source, filename, mode, dont_inherit=True): through the cache in the
+    command's process (enable), plainly in any other."""
+    if _enabled:
+        return CACHE.code(source, filename, mode, 0)
+    return builtins.compile(source, filename, mode, 0, True)
+
+
+def save() -> None:
+    """What the command's process compiled anew, written once as it ends."""
+    if _enabled:
+        CACHE.save()

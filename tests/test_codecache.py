@@ -1,0 +1,148 @@
+"""The command's cache of compiled generated code (codecache.py): the code it hands out
+is the code the builtins compile, it survives a process, a damaged or unwritable file
+costs only the time, and a second command compiles nothing anew."""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kbsolve import codecache
+from kbsolve.codecache import CodeCache
+
+SOURCE = "def f(x: int, y: 'list[str]' = None) -> int:\n    return x\n"
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> CodeCache:
+    cache = CodeCache(tmp_path / "code.marshal")
+    monkeypatch.setattr(codecache, "CACHE", cache)
+    return cache
+
+
+def test_the_code_is_the_builtins_and_survives_a_save(tmp_path):
+    path = tmp_path / "code.marshal"
+    first = CodeCache(path)
+    code = first.code(SOURCE, "<string>", "exec", 0)
+    assert code == compile(SOURCE, "<string>", "exec", dont_inherit=True)
+    assert first.added == 1
+    first.save()
+    assert path.is_file() and first.added == 0
+    second = CodeCache(path)
+    again = second.code(SOURCE, "<string>", "exec", 0)
+    assert again == code and again.co_filename == "<string>"
+    assert second.added == 0  # read, not compiled
+    second.save()  # nothing new: the file is left as it is
+    assert path.read_bytes() == CodeCache(path).path.read_bytes()
+
+
+def test_a_damaged_file_is_compiled_again_and_replaced(tmp_path):
+    path = tmp_path / "code.marshal"
+    cache = CodeCache(path)
+    cache.code(SOURCE, "<string>", "exec", 0)
+    cache.save()
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF  # one flipped byte: the checksum refuses the payload
+    path.write_bytes(bytes(data))
+    damaged = CodeCache(path)
+    assert damaged.code(SOURCE, "<string>", "exec", 0) == compile(SOURCE, "<string>", "exec",
+                                                                  dont_inherit=True)
+    assert damaged.added == 1
+    damaged.save()
+    assert CodeCache(path)._load()  # whole again
+    path.write_bytes(b"kbsolve-code-cache-v1\n")  # truncated after the magic line
+    assert CodeCache(path)._load() == {}
+
+
+def test_a_cache_that_cannot_be_written_is_left_alone(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    cache = CodeCache(blocker / "sub" / "code.marshal")
+    assert cache.code(SOURCE, "<string>", "exec", 0) is not None
+    cache.save()  # no error: the cache is an optimisation
+    assert cache.added == 1
+
+
+HELPER = """
+def run(exec_, compile_, source):
+    namespace = {}
+    exec_(source, {}, namespace)
+    return namespace["f"].__annotations__, eval(compile_("list[int]", "<string>", "eval"))
+"""
+
+
+def test_exec_and_compile_inherit_the_callers_future_flags_as_the_builtins_do(private_cache):
+    """A caller under `from __future__ import annotations` gets string annotations from
+    the cache's exec as from the builtin's; a caller without gets the objects."""
+    seen = {}
+    for future in ("", "from __future__ import annotations\n"):
+        space: dict = {}
+        exec(compile(future + HELPER, "<helper>", "exec", dont_inherit=True), space)
+        ours = space["run"](codecache.cached_exec, codecache.cached_compile, SOURCE)
+        theirs = space["run"](builtins.exec, builtins.compile, SOURCE)
+        assert ours == theirs
+        seen[bool(future)] = ours[0]
+    assert seen[False]["x"] is int and seen[True]["x"] == "int"
+    assert private_cache.added == 4  # each text compiled once under each set of flags
+
+
+def test_a_dataclass_built_through_the_cache_is_the_same_class(private_cache):
+    def build():
+        @dataclasses.dataclass(frozen=True)
+        class Entry:
+            name: str
+            tags: tuple = ()
+            extra: dict = dataclasses.field(default_factory=dict, compare=False)
+        return Entry
+
+    plain = build()
+    codecache.enable(dataclasses)
+    try:
+        cached = build()
+        again = build()
+    finally:
+        codecache.disable(dataclasses)
+    assert "exec" not in vars(dataclasses)
+    assert private_cache.added > 0
+    for name in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__"):
+        assert getattr(cached, name).__code__ == getattr(plain, name).__code__, name
+        assert getattr(again, name).__code__ == getattr(plain, name).__code__, name
+    assert cached.__init__.__annotations__ == plain.__init__.__annotations__
+    one, other = cached("a", (1,), {"x": 1}), plain("a", (1,), {"x": 1})
+    assert repr(one).split(".")[-1] == repr(other).split(".")[-1]
+    assert one == cached("a", (1,)) and hash(one) == hash(cached("a", (1,)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.name = "b"
+
+
+def test_a_program_that_imports_kbsolve_compiles_as_before():
+    import kbsolve.cli.main  # noqa: F401 - the command's module, not its process
+    assert "exec" not in vars(dataclasses) and not codecache._enabled
+    assert codecache.compiled(SOURCE, "<linked>") == compile(SOURCE, "<linked>", "exec",
+                                                             dont_inherit=True)
+
+
+def test_the_second_command_compiles_nothing_anew(tmp_path):
+    """The first command writes the code it compiled; the second reads all of it and
+    leaves the file untouched (it would write it had it compiled anything)."""
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "kbsolve", "list", "gpus", "--format", "json"]
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+        [path] = (tmp_path / "cache").glob("code-*.marshal")
+        if len(outputs) == 1:
+            written = path.stat().st_mtime_ns, path.read_bytes()
+    assert outputs[0] == outputs[1] and '"A100-80G-SXM"' in outputs[0]
+    assert (path.stat().st_mtime_ns, path.read_bytes()) == written
+    codes = CodeCache(path)._load()
+    assert len(codes) > 100  # the dataclasses' methods, kbsolve's and pydantic's
+    assert any("__dataclass_self__" in key[0] or "def __init__" in key[0] for key in codes)
