@@ -85,13 +85,12 @@ class Table:
         sizes = [self.sizes[i] for i in perm]
         low = self.array.astype(np.int8) if self.kind == "bool" else self.array
         low = np.transpose(low, perm) if perm != sorted(perm) else low
-        mask = allowed_mask(sizes, masks)
-        if mask.all():
+        if all(mask.all() for mask in masks):
             high = low
         elif self.kind == "num":
-            low, high = np.where(mask, low, np.inf), np.where(mask, low, -np.inf)
+            low, high = _hidden(low, masks, np.inf), _hidden(low, masks, -np.inf)
         else:
-            low, high = np.where(mask, low, 1), np.where(mask, low, 0)
+            low, high = _hidden(low, masks, 1), _hidden(low, masks, 0)
         self._full = (low, high)
         self._levels = [None] * (len(places) + 1)
         self._search_deps = places
@@ -194,15 +193,16 @@ class Table:
         if all(mask.all() for mask in masks):
             masked = array  # every value allowed: nothing to hide
         else:
-            mask = allowed_mask(self.sizes, masks)
-            if not mask.any():
+            if not all(mask.any() for mask in masks):
                 return {}
-            masked = np.where(mask, array, np.inf)
+            masked = _hidden(array, masks, np.inf)
         floor = float(masked.min())
         out = {}
         for i, axis in enumerate(self.deps):
-            others = tuple(j for j in range(len(self.sizes)) if j != i)
-            per_value = masked.min(axis=others) if others else masked
+            # the minimum per value of axis i: that axis first, the others as one
+            # contiguous run per value (the same cells as min over the others)
+            per_value = np.moveaxis(masked, i, 0).reshape(self.sizes[i], -1).min(axis=1) \
+                if len(self.sizes) > 1 else masked
             if not masks[i].all():
                 per_value = per_value[masks[i]]
             per_value = per_value[np.isfinite(per_value)]
@@ -544,6 +544,17 @@ def allowed_mask(sizes, masks: list) -> np.ndarray:
         shape[i] = sizes[i]
         mask = mask & axis_mask.reshape(shape)
     return mask
+
+
+def _hidden(array, masks: list, fill):
+    """A copy of the array with `fill` wherever some axis's value is not
+    allowed (np.where over allowed_mask's product, without building it): the
+    disallowed values of each axis set as slices."""
+    out = array.copy()
+    for i, mask in enumerate(masks):
+        if not mask.all():
+            out[(slice(None),) * i + (~mask,)] = fill
+    return out
 
 
 LIST_LIMIT = 2048  # levels up to this many cells are read as lists
