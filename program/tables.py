@@ -399,17 +399,25 @@ class Expr:
         return found
 
 
+def rule_tables(rules: list) -> list:
+    """The rules masked() can fold in (tables over some option), each with its
+    options as a set: found once for the many cells a search masks."""
+    return [(rule, frozenset(rule.deps)) for rule in rules
+            if isinstance(rule, Table) and rule.deps]
+
+
 def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
     """A num table that is +inf wherever a rule sharing its options fails: the
-    same lower bounds over feasible plans, but tighter ones. Rules are folded in
-    while the table stays within `limit` cells."""
+    same lower bounds over feasible plans, but tighter ones. Rules (as
+    rule_tables gives them, in order) are folded in while the table stays
+    within `limit` cells."""
     if not isinstance(cell, Table) or cell.kind != "num" or not cell.deps:
         return cell
     deps = set(cell.deps)
     chosen = []
-    for rule in rules:
-        if isinstance(rule, Table) and rule.deps and deps & set(rule.deps):
-            union = deps | set(rule.deps)
+    for rule, options in rules:
+        if not deps.isdisjoint(options):
+            union = deps | options
             if math.prod(sizes[a] for a in union) <= limit:
                 deps = union
                 chosen.append(rule)

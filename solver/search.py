@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.metrics import Metrics, measure, sort_key
-from kbsolve.program.tables import (_MISS, Expr, Table, Tables, _mul, allowed_mask, masked,
-                                    read_bounds, reader_of)
+from kbsolve.program.tables import (_MISS, Expr, Table, Tables, allowed_mask, masked,
+                                    read_bounds, reader_of, rule_tables)
 from kbsolve.solver.guard import expired
 
 NODE_BUDGET = 200_000
@@ -103,7 +103,7 @@ class Search:
         of parts times a chain of factors, and one slot per preference tier.
         Each summand becomes +inf where a rule over its options fails, so the
         bounds see the rules (program/tables.masked)."""
-        rules = [c for _, c in self.rules]
+        rules = rule_tables([c for _, c in self.rules])
         sizes = self.tables.sizes
         slots: dict[int, int] = {}
         self.tracked: list = []
