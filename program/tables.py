@@ -85,13 +85,12 @@ class Table:
         sizes = [self.sizes[i] for i in perm]
         low = self.array.astype(np.int8) if self.kind == "bool" else self.array
         low = np.transpose(low, perm) if perm != sorted(perm) else low
-        mask = allowed_mask(sizes, masks)
-        if mask.all():
+        if all(mask.all() for mask in masks):
             high = low
         elif self.kind == "num":
-            low, high = np.where(mask, low, np.inf), np.where(mask, low, -np.inf)
+            low, high = _hidden(low, masks, np.inf), _hidden(low, masks, -np.inf)
         else:
-            low, high = np.where(mask, low, 1), np.where(mask, low, 0)
+            low, high = _hidden(low, masks, 1), _hidden(low, masks, 0)
         self._full = (low, high)
         self._levels = [None] * (len(places) + 1)
         self._search_deps = places
@@ -135,14 +134,13 @@ class Table:
             above += 1
         low, high = self._full if above >= len(self._levels) - 1 or \
             self._levels[above] is None else self._levels[above][3]
-        axes = tuple(range(j, low.ndim))
-        if axes:
+        if j < low.ndim:
             if self.need == "low":
-                low = high = np.fmin.reduce(low, axis=axes)
+                low = high = _reduced(np.fmin, low, j)
             elif self.need == "high":
-                low = high = np.fmax.reduce(high, axis=axes)
+                low = high = _reduced(np.fmax, high, j)
             else:
-                low, high = np.fmin.reduce(low, axis=axes), np.fmax.reduce(high, axis=axes)
+                low, high = _reduced(np.fmin, low, j), _reduced(np.fmax, high, j)
             low, high = _array(low), (_array(high) if high is not low else None)
             high = low if high is None else high
         flat_low = _flat(low)
@@ -195,15 +193,16 @@ class Table:
         if all(mask.all() for mask in masks):
             masked = array  # every value allowed: nothing to hide
         else:
-            mask = allowed_mask(self.sizes, masks)
-            if not mask.any():
+            if not all(mask.any() for mask in masks):
                 return {}
-            masked = np.where(mask, array, np.inf)
+            masked = _hidden(array, masks, np.inf)
         floor = float(masked.min())
         out = {}
         for i, axis in enumerate(self.deps):
-            others = tuple(j for j in range(len(self.sizes)) if j != i)
-            per_value = masked.min(axis=others) if others else masked
+            # the minimum per value of axis i: that axis first, the others as one
+            # contiguous run per value (the same cells as min over the others)
+            per_value = np.moveaxis(masked, i, 0).reshape(self.sizes[i], -1).min(axis=1) \
+                if len(self.sizes) > 1 else masked
             if not masks[i].all():
                 per_value = per_value[masks[i]]
             per_value = per_value[np.isfinite(per_value)]
@@ -290,16 +289,20 @@ class Expr:
         key = (j, self._keys[j](idx))
         found = memo.get(key, _MISS)
         if found is _MISS:
-            if len(memo) > 1 << 14:
-                memo.clear()
-            found = memo[key] = self._range(j, k, idx)
-            self._misses += 1
-            if self._misses == MEMO_TRIAL and len(memo) >= MEMO_TRIAL:
-                calls = self._misses + self._hits
-                if self._misses * 8 >= calls * 7:
-                    self._memo = None
-        else:
-            self._hits += 1
+            return self._fill(j, k, idx, key, memo)
+        self._hits += 1
+        return found
+
+    def _fill(self, j: int, k: int, idx: list[int], key, memo: dict):
+        """bound()'s memo miss (also read inline by the search's tracker)."""
+        if len(memo) > 1 << 14:
+            memo.clear()
+        found = memo[key] = self._range(j, k, idx)
+        self._misses += 1
+        if self._misses == MEMO_TRIAL and len(memo) >= MEMO_TRIAL:
+            calls = self._misses + self._hits
+            if self._misses * 8 >= calls * 7:
+                self._memo = None
         return found
 
     def _missed(self, j: int, k: int, idx: list[int], key, memo: dict):
@@ -396,17 +399,25 @@ class Expr:
         return found
 
 
+def rule_tables(rules: list) -> list:
+    """The rules masked() can fold in (tables over some option), each with its
+    options as a set: found once for the many cells a search masks."""
+    return [(rule, frozenset(rule.deps)) for rule in rules
+            if isinstance(rule, Table) and rule.deps]
+
+
 def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
     """A num table that is +inf wherever a rule sharing its options fails: the
-    same lower bounds over feasible plans, but tighter ones. Rules are folded in
-    while the table stays within `limit` cells."""
+    same lower bounds over feasible plans, but tighter ones. Rules (as
+    rule_tables gives them, in order) are folded in while the table stays
+    within `limit` cells."""
     if not isinstance(cell, Table) or cell.kind != "num" or not cell.deps:
         return cell
     deps = set(cell.deps)
     chosen = []
-    for rule in rules:
-        if isinstance(rule, Table) and rule.deps and deps & set(rule.deps):
-            union = deps | set(rule.deps)
+    for rule, options in rules:
+        if not deps.isdisjoint(options):
+            union = deps | options
             if math.prod(sizes[a] for a in union) <= limit:
                 deps = union
                 chosen.append(rule)
@@ -543,6 +554,17 @@ def allowed_mask(sizes, masks: list) -> np.ndarray:
     return mask
 
 
+def _hidden(array, masks: list, fill):
+    """A copy of the array with `fill` wherever some axis's value is not
+    allowed (np.where over allowed_mask's product, without building it): the
+    disallowed values of each axis set as slices."""
+    out = array.copy()
+    for i, mask in enumerate(masks):
+        if not mask.all():
+            out[(slice(None),) * i + (~mask,)] = fill
+    return out
+
+
 LIST_LIMIT = 2048  # levels up to this many cells are read as lists
 
 
@@ -550,6 +572,23 @@ def _array(value):
     """A reduction over every axis of an exact (object) table gives a bare
     Fraction; levels need arrays."""
     return value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+
+
+SHORT_RUN = 32  # trailing cells per level cell below which a level is reduced by columns
+
+
+def _reduced(ufunc, array, j: int):
+    """ufunc (np.fmin or np.fmax) reduced over every axis from j on. Where
+    each cell of the level reduces a short run of cells and there are many
+    runs, the runs are laid out as columns first: numpy reduces a short
+    trailing axis one run at a time (8 cells a run over 32k cells: ~10x
+    slower), a leading one a row at a time. The same cells are reduced, so
+    the same minima and maxima (fmin and fmax leave nan out either way);
+    object arrays keep numpy's own order of comparison."""
+    rows, run = math.prod(array.shape[:j]), math.prod(array.shape[j:])
+    if run > SHORT_RUN or rows < SHORT_RUN or array.dtype == object:
+        return ufunc.reduce(array, axis=tuple(range(j, array.ndim)))
+    return ufunc.reduce(array.reshape(rows, run).T.copy(), axis=0).reshape(array.shape[:j])
 
 
 def _flat(array):

@@ -11,6 +11,7 @@ seconds: the same query explores the same tree on any machine.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.metrics import Metrics, measure, sort_key
-from kbsolve.program.tables import (Expr, Table, Tables, _mul, allowed_mask, masked, read_bounds,
-                                    reader_of)
+from kbsolve.program.tables import (_MISS, Expr, Table, Tables, allowed_mask, masked,
+                                    read_bounds, reader_of, rule_tables)
 from kbsolve.solver.guard import expired
 
 NODE_BUDGET = 200_000
@@ -102,7 +103,7 @@ class Search:
         of parts times a chain of factors, and one slot per preference tier.
         Each summand becomes +inf where a rule over its options fails, so the
         bounds see the rules (program/tables.masked)."""
-        rules = [c for _, c in self.rules]
+        rules = rule_tables([c for _, c in self.rules])
         sizes = self.tables.sizes
         slots: dict[int, int] = {}
         self.tracked: list = []
@@ -522,14 +523,29 @@ class Search:
     def objective_bound(self, ranges: list, memory: float, kept: int) -> tuple:
         """The objective's lower bound (sort_key's order) from the tracked
         cells' ranges: time as its parts' sum times its factors, preference
-        tiers at their best, memory and the options kept at their defaults."""
-        total = (0.0, 0.0)
+        tiers at their best, memory and the options kept at their defaults.
+        (_mul written out: the same operations in the same
+        order, so the same floats, without a call and a list per factor.)"""
+        low = high = 0.0
         for i in self.time_parts:
-            total = (total[0] + ranges[i][0], total[1] + ranges[i][1])
-        for i in self.time_factors:
-            total = _mul(total, ranges[i])
-        prefs = tuple(-ranges[i][1] for i in self.tier_slots)
-        return _objective(self.objective, total[0], prefs, memory, -kept)
+            r = ranges[i]
+            low, high = low + r[0], high + r[1]
+        for i in self.time_factors:  # _mul: 0 * inf read as 0
+            b0, b1 = ranges[i]
+            p0, p1, p2, p3 = low * b0, low * b1, high * b0, high * b1
+            if p0 != p0:
+                p0 = 0
+            if p1 != p1:
+                p1 = 0
+            if p2 != p2:
+                p2 = 0
+            if p3 != p3:
+                p3 = 0
+            low, high = min(p0, p1, p2, p3), max(p0, p1, p2, p3)
+        prefs = tuple([-ranges[i][1] for i in self.tier_slots])
+        if self.objective == "memory":
+            return (memory, low) + prefs + (-kept,)
+        return (low,) + prefs + (memory, -kept)
 
     def assignment(self, idx: list[int]) -> dict[str, Any]:
         return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
@@ -574,18 +590,30 @@ class Tracker:
         self.update_rest(ranges, k, idx, saved)
         return saved
 
-    def _readers(self, k: int) -> list:
+    def _readers(self, k: int) -> tuple[list, list]:
+        """Per place k, on first use: the readers of the cells the sums read,
+        and of the rest; each (slot, cell, Table level or None, memo level j,
+        memo key) with j and the key for an expression (as Expr.bound finds
+        them: they depend on k only, for this preparation)."""
         readers = self.readers[k]
         if readers is None:
-            readers = self.readers[k] = [(i, *reader_of(self.cells[i], k + 1))
-                                         for i in self.at[k]]
+            found = []
+            for i in self.at[k]:
+                cell, level = reader_of(self.cells[i], k + 1)
+                if isinstance(cell, Expr):
+                    j = bisect.bisect_left(cell._places, k + 1)
+                    found.append((i, cell, None, j, cell._keys[j]))
+                else:
+                    found.append((i, cell, level, 0, None))
+            readers = self.readers[k] = (found[:self.split[k]], found[self.split[k]:])
         return readers
 
     def update_sums(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
         """The cells the sums read and the sums, after place k is set; returns
         what to restore (update_rest adds to it)."""
         saved: list = []
-        self._read(ranges, k, idx, saved, 0, self.split[k])
+        readers = self.readers[k] or self._readers(k)
+        self._read(ranges, k, idx, saved, readers[0])
         old_totals = list(totals)
         for t, terms in enumerate(self.terms_at[k]):
             delta = 0.0
@@ -599,13 +627,24 @@ class Tracker:
 
     def update_rest(self, ranges: list, k: int, idx: list[int], saved: tuple) -> None:
         """The other cells that read place k, after update_sums."""
-        self._read(ranges, k, idx, saved[0], self.split[k], None)
+        self._read(ranges, k, idx, saved[0], (self.readers[k] or self._readers(k))[1])
 
-    def _read(self, ranges: list, k: int, idx: list[int], saved: list, start: int,
-              stop: int | None) -> None:
-        for i, cell, level in self._readers(k)[start:stop]:
+    @staticmethod
+    def _read(ranges: list, k: int, idx: list[int], saved: list, readers: list) -> None:
+        for i, cell, level, j, key in readers:
             saved.append((i, ranges[i]))
             if level is None:
+                if key is not None:  # Expr.bound's memo hit, read inline
+                    memo = cell._memo
+                    if memo is not None:
+                        slot = (j, key(idx))
+                        found = memo.get(slot, _MISS)
+                        if found is _MISS:
+                            found = cell._fill(j, k + 1, idx, slot, memo)
+                        else:
+                            cell._hits += 1
+                        ranges[i] = found
+                        continue
                 ranges[i] = cell.bound(k + 1, idx)
                 continue
             pairs, low, high, listed = level  # Table.bound, its level found once
@@ -788,12 +827,6 @@ def _product(cell) -> tuple[list, list]:
 def _sortable(child) -> tuple:
     bound, value = child[0], child[1]
     return tuple(x if x == x else -float("inf") for x in bound) + (value,)
-
-
-def _objective(objective: str, time, prefs: tuple, memory, kept) -> tuple:
-    if objective == "memory":
-        return (memory, time) + prefs + (kept,)
-    return (time,) + prefs + (memory, kept)
 
 
 def _lex_less(a: tuple, b: tuple, allow_equal: bool) -> bool:
