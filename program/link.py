@@ -18,6 +18,7 @@ import bisect
 import math
 from typing import Any
 
+from kbsolve import codecache
 from kbsolve.program import tables as T
 
 # written out; the other operations call T.interval
@@ -48,7 +49,7 @@ def link(expr, k: int):
     maker = _MADE.get(source)
     if maker is None:
         namespace: dict = {}
-        exec(compile(source, "<linked>", "exec"), namespace)
+        exec(codecache.compiled(source, "<linked>"), namespace)
         if len(_MADE) >= MADE_LIMIT:
             _MADE.clear()
         maker = _MADE[source] = namespace["make"]
