@@ -88,9 +88,10 @@ def _feasible(problem: Problem, orders: dict | None = None) -> bool:
     counted budget runs out. `orders` (open options -> a search order) lets
     candidates with the same open options take the first one's order instead of
     computing their own (about two thirds of the search's preparation); the order
-    changes how many nodes the search takes, never its answer."""
-    from kbsolve.solver.search import Search
-    search = Search(problem)
+    changes how many nodes the search takes, never its answer. The search builds no
+    time or preference tables (solver/feasible.py): a first plan is all it looks for."""
+    from kbsolve.solver.feasible import FeasibilitySearch
+    search = FeasibilitySearch(problem)
     if orders is not None:
         known = orders.get(tuple(search.keys))
         if known is not None and not search.prepare(known):

@@ -118,3 +118,22 @@ def test_no_consent_fix_is_searched_for_where_the_core_holds_no_consent_rule(kb)
     assert core and not any(part.startswith(("rule:", "pin:")) for part in core)
     assert drop_pins(model) == []
     assert allow_optins(model, core) == allow_optins(model) == []
+
+
+@pytest.mark.parametrize("gpus,model", [("1x4090", "llama3-70b"), ("2x8xRTX-4090", "llama3-70b"),
+                                        ("2x4090", "qwen3-32b"), ("4xRTX-4090", "qwen3-32b")])
+def test_a_feasibility_search_without_the_objective_tables_answers_as_the_full_search(
+        kb, gpus, model):
+    """The hardware fixes' candidates are decided by a search that builds no time or
+    preference tables (solver/feasible.py): whether a plan exists is the same, and the
+    plan it finds meets every rule and fits."""
+    from kbsolve.solver.feasible import FeasibilitySearch
+    problem = resolve(kb, Query(gpus=gpus, model=model)).problem
+    full = Search(problem).run(first=True, budget=20_000)
+    light = FeasibilitySearch(problem).run(first=True, budget=20_000)
+    refused = gpus in ("1x4090", "2x4090")
+    decided = "infeasible" if refused else "optimal"  # decided within the budget
+    assert full.status == light.status == decided
+    assert (full.chosen is None) == (light.chosen is None) == refused
+    if light.chosen is not None:
+        assert light.metrics.feasible and not light.metrics.broken
