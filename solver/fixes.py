@@ -27,28 +27,37 @@ def drop_pins(model: Model) -> list[Fix]:
 def allow_optins(model: Model, core: list[str] | None = None) -> list[Fix]:
     """The smallest sets of optins whose consent (--allow) makes the query feasible
     (none when the refusal's minimal `core` holds no consent rule: the MaxSAT keeps
-    every other part, so the core's parts still clash and it would find none). The
-    last question asked of the model's Z3 context: skipping it changes no later one."""
+    every other part, so the core's parts still clash and it would find none; and no
+    further fix once every consent rule of the core must be kept, for the same
+    reason). The last question asked of the model's Z3 context: skipping it changes
+    no later one."""
     from kbsolve.program.consent import optin_of
     consent = {name: part for name, part in model.parts.items()
                if name.startswith("rule:") and optin_of(model.p.kb, name[5:]) is not None}
     if core is not None and not consent.keys() & set(core):
         return []
     fixes = []
-    for dropped in _smallest_drops(model, consent):
+    for dropped in _smallest_drops(model, consent, core):
         names = [optin_of(model.p.kb, n[5:]).name for n in dropped]
         fixes.append(Fix(kind="allow", allow=names,
                          description=f"pass --allow {','.join(names)}"))
     return fixes
 
 
-def _smallest_drops(model: Model, pins: dict) -> list[list[str]]:
-    """MaxSAT: the smallest sets of the soft parts `pins` to drop for a solution."""
+def _smallest_drops(model: Model, pins: dict, core: list[str] | None = None) -> list[list[str]]:
+    """MaxSAT: the smallest sets of the soft parts `pins` to drop for a solution.
+    With the query's minimal `core`: once the fixes found leave every soft part of
+    the core kept (each earlier fix dropped one part alone, and the next must keep
+    it), every part of the core is hard and still clashes, so the MaxSAT is
+    unsatisfiable without asking it."""
     if not pins:
         return []
     fixes = []
     blocked: list = []
     for _ in range(MAX_PIN_FIXES):
+        kept = {d[0] for d in blocked if len(d) == 1}
+        if core is not None and set(core) & pins.keys() <= kept:
+            break  # the core's parts all hold: no solution (opt.check() would say unsat)
         opt = z3.Optimize(ctx=model.c.ctx)
         for constraint in model.c.domain_constraints():
             opt.add(constraint)
@@ -88,9 +97,10 @@ def _feasible(problem: Problem, orders: dict | None = None) -> bool:
     counted budget runs out. `orders` (open options -> a search order) lets
     candidates with the same open options take the first one's order instead of
     computing their own (about two thirds of the search's preparation); the order
-    changes how many nodes the search takes, never its answer."""
-    from kbsolve.solver.search import Search
-    search = Search(problem)
+    changes how many nodes the search takes, never its answer. The search builds no
+    time or preference tables (solver/feasible.py): a first plan is all it looks for."""
+    from kbsolve.solver.feasible import FeasibilitySearch
+    search = FeasibilitySearch(problem)
     if orders is not None:
         known = orders.get(tuple(search.keys))
         if known is not None and not search.prepare(known):

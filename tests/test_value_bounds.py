@@ -118,3 +118,50 @@ def test_no_consent_fix_is_searched_for_where_the_core_holds_no_consent_rule(kb)
     assert core and not any(part.startswith(("rule:", "pin:")) for part in core)
     assert drop_pins(model) == []
     assert allow_optins(model, core) == allow_optins(model) == []
+
+
+def test_no_second_consent_fix_is_searched_for_once_the_core_s_consent_rules_are_kept(kb):
+    """70B on a 4090: the first consent fix drops ALLOW_quantization alone, so the next
+    must keep it; the core (memory, host RAM and that rule) then still clashes, and the
+    answer is the one the second MaxSAT gives, without asking it."""
+    from kbsolve.solver import fixes
+    from kbsolve.solver.prove import minimal_core
+    problem = resolve(kb, Query(gpus="1x4090", model="llama3-70b")).problem
+    model = Model(problem)
+    core = minimal_core(model)
+    assert "rule:llamafactory.ALLOW_quantization" in core
+    consent = {n: p for n, p in model.parts.items() if n.startswith("rule:llamafactory.ALLOW_")}
+    asked = []
+    real = z3.Optimize.check
+
+    def counted(self, *args):
+        asked.append(1)
+        return real(self, *args)
+    z3.Optimize.check = counted
+    try:
+        with_core = fixes._smallest_drops(model, consent, core)
+        calls = len(asked)
+        without = fixes._smallest_drops(model, consent)
+    finally:
+        z3.Optimize.check = real
+    assert with_core == without == [["rule:llamafactory.ALLOW_quantization"]]
+    assert calls == 1 and len(asked) == 3  # the plain MaxSAT asks a second, unsatisfiable one
+
+
+@pytest.mark.parametrize("gpus,model", [("1x4090", "llama3-70b"), ("2x8xRTX-4090", "llama3-70b"),
+                                        ("2x4090", "qwen3-32b"), ("4xRTX-4090", "qwen3-32b")])
+def test_a_feasibility_search_without_the_objective_tables_answers_as_the_full_search(
+        kb, gpus, model):
+    """The hardware fixes' candidates are decided by a search that builds no time or
+    preference tables (solver/feasible.py): whether a plan exists is the same, and the
+    plan it finds meets every rule and fits."""
+    from kbsolve.solver.feasible import FeasibilitySearch
+    problem = resolve(kb, Query(gpus=gpus, model=model)).problem
+    full = Search(problem).run(first=True, budget=20_000)
+    light = FeasibilitySearch(problem).run(first=True, budget=20_000)
+    refused = gpus in ("1x4090", "2x4090")
+    decided = "infeasible" if refused else "optimal"  # decided within the budget
+    assert full.status == light.status == decided
+    assert (full.chosen is None) == (light.chosen is None) == refused
+    if light.chosen is not None:
+        assert light.metrics.feasible and not light.metrics.broken

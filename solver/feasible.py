@@ -1,0 +1,28 @@
+"""Whether any plan fits: the branch and bound without the objective's tables.
+
+A feasibility question (a hardware fix's candidate shape, a global batch fix)
+asks whether some assignment meets every rule, `when` and budget; which plan
+the search meets first does not matter, only whether there is one. Its search
+reads the rules and the memory sums alone (a first-plan search orders its
+children by their memory bound, never by time or preferences), so the time
+and preference tables, about a quarter of a Search's tables (issue 25 item 8),
+are not built: time is the constant 0 and there are no preference tiers. The
+search order then follows the memory tables' spreads only; an order changes how
+many nodes the search takes, never whether a plan exists, and every plan it
+finds is confirmed by the exact evaluator (program/metrics.measure), as any.
+"""
+
+from __future__ import annotations
+
+from kbsolve.solver.search import Search
+
+
+class FeasibilitySearch(Search):
+    """A Search for `run(first=True)` only: its objective bound reads no time or
+    preference (View and the optimisation would compare plans on nothing)."""
+
+    def _time(self):
+        return self.tables.constant(0, False)
+
+    def _preferences(self) -> list:
+        return []
