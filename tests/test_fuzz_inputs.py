@@ -369,15 +369,20 @@ def test_cache_reader_takes_any_bytes(data):
             assert not path.exists()
 
 
-def test_two_cli_processes_rebuild_a_corrupted_cache_entry(tmp_path):
+def test_two_cli_processes_rebuild_a_corrupted_cache_entry(_private_kb_cache):
     """Two `kbsolve` processes start together on a damaged cache entry: both answer
-    as an undamaged run does, and the entry left behind is whole again."""
+    as an undamaged run does, and the entry left behind is whole again. The entry
+    damaged is the test's seeded copy of the shipped KB's (conftest; the key does not
+    depend on the working directory): the undamaged run reads it instead of building
+    a third KB from the rule files."""
     import subprocess
-    cache = tmp_path / "cache"
+    cache = _private_kb_cache
     env = {**os.environ, "KBSOLVE_CACHE_DIR": str(cache)}
     command = kbsolve_argv("list", "gpus", "--format", "json")
-    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     (entry,) = cache.glob("kb-*.pickle")
+    stamp = entry.stat().st_mtime_ns
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and entry.stat().st_mtime_ns == stamp  # read, not rebuilt
     data = bytearray(entry.read_bytes())
     data[len(data) // 2] ^= 0xFF
     entry.write_bytes(bytes(data))

@@ -21,27 +21,34 @@ ROOT = Path(__file__).resolve().parents[1]
 _ROWS: dict = {}
 
 
-def evaluated(path=trace_compare.DATA, models: tuple[str, ...] = ()) -> dict:
-    """trace_compare.evaluate(path, models), each (file, model)'s rows computed once per
+def evaluated(path=trace_compare.DATA, models: tuple[str, ...] = (), where=None) -> dict:
+    """trace_compare.evaluate(path, models), each (file, case)'s row computed once per
     module: several tests read the same rows (the KB's estimates of the traced cases of
-    qwen3-0.6b, llama3-8b, ... in four tests), and none changes them. The rows come in
-    evaluate's own order (file by file, each file's cases in order), with its
+    qwen3-0.6b, llama3-8b, ... in four tests), and none changes them. `where(case)`
+    keeps only the cases a test reads (a test of checkpointed LoRA need not estimate its
+    models' full-tuning rows). The missing cases are estimated by `evaluate` itself, on
+    a copy of the file that holds only them (a row depends on its case alone). The rows
+    come in evaluate's own order (file by file, each file's cases in order), with its
     environment (the first file's) and its failed list."""
+    import tempfile
+
     paths = [path] if isinstance(path, Path) else list(path)
     assert models, "evaluate without models reads every case: call it directly"
     rows, failed, environment = [], [], None
     for file in paths:
-        by_id = {}
-        for model in models:
-            if (file, model) not in _ROWS:
-                _ROWS[file, model] = trace_compare.evaluate(file, models=(model,))
-            part = _ROWS[file, model]
-            by_id.update((row["id"], row) for row in part["rows"])
-        environment = part["environment"] if environment is None else environment
-        failed += part["failed"]  # the file's, whichever model read it
-        cases = json.loads(file.read_text(encoding="utf-8"))["cases"]
-        rows += [by_id[case["id"]] for case in cases if case["id"] in by_id]
-        assert len(by_id) == sum(1 for c in cases if c["model"] in models)
+        data = json.loads(file.read_text(encoding="utf-8"))
+        cases = [c for c in data["cases"] if c["model"] in models and (where is None or where(c))]
+        missing = [c for c in cases if (file, c["id"]) not in _ROWS]
+        if missing:
+            with tempfile.TemporaryDirectory() as folder:
+                part_file = Path(folder) / file.name
+                part_file.write_text(json.dumps(dict(data, cases=missing)), encoding="utf-8")
+                part = trace_compare.evaluate(part_file, models=models)
+            assert [r["id"] for r in part["rows"]] == [c["id"] for c in missing]
+            _ROWS.update(((file, row["id"]), row) for row in part["rows"])
+        environment = data["environment"] if environment is None else environment
+        failed += data.get("failed", [])  # the file's, whichever model read it
+        rows += [_ROWS[file, case["id"]] for case in cases]
     return {"environment": environment, "rows": rows, "failed": failed}
 
 
@@ -251,7 +258,8 @@ def test_reference_free_preference_losses_keep_sfts_loss_path():
     follows the traced tensors (before: 16 B per logit as DPO, activations
     +34 to +36 %)."""
     models = tuple(grid.PREF_MODELS)
-    result = evaluated(trace_compare.FAMILY_DATA, models)
+    result = evaluated(trace_compare.FAMILY_DATA, models,
+                       where=lambda c: c["task"] in grid.PREF_TASKS)
     rows = [r for r in result["rows"] if r["case"]["task"] in grid.PREF_TASKS]
     assert rows
     for row in rows:
@@ -340,7 +348,7 @@ def test_peft_kbit_path_is_its_own_kb_option():
     that path as LlamaFactory's quantization_bit follows its own (before: -27 to
     -29 %, the kbit rows read as upcast_layernorm)."""
     models = tuple(grid.METHOD_MODELS)
-    result = evaluated(trace_compare.FAMILY_DATA, models)
+    result = evaluated(trace_compare.FAMILY_DATA, models, where=lambda c: c["method"] == "qlora")
     qlora = [r for r in result["rows"] if r["case"]["method"] == "qlora"]
     paths = {r["case"]["upcast"] for r in qlora}
     assert paths == {"none", "layernorm", "kbit"}
@@ -499,7 +507,8 @@ def test_checkpointed_lora_peaks_at_the_loss_path_or_the_recomputed_layer():
     larger, -35 %)."""
     models = ("llama3-8b", "mistral-7b-v0.3", "phi3-mini", "qwen2.5-7b", "qwen3-0.6b", "mixtral-8x7b",
               "qwen3-30b-a3b")
-    result = evaluated(models=models)
+    result = evaluated(models=models, where=lambda c: c["method"] == "lora" and c["checkpointing"]
+                       and c["task"] in ("sft", "pt") and c["attention"] == "sdpa")
     rows = [r for r in result["rows"] if r["case"]["method"] == "lora" and r["case"]["checkpointing"]
             and r["case"]["task"] in ("sft", "pt") and r["case"]["attention"] == "sdpa"]
     assert len(rows) >= 20
@@ -524,7 +533,8 @@ def test_reward_stage_trains_no_lm_head():
     untied LM head gets no gradient and AdamW no state for it (before: RM full
     gradients and optimizer states +7.0 to +8.2 %, exactly vocab x hidden x 4 B
     and x 8 B); LoRA and SFT rows keep every trained weight's."""
-    result = evaluated(models=("qwen3-8b", "llama3-8b", "qwen2.5-7b", "qwen3-0.6b"))
+    result = evaluated(models=("qwen3-8b", "llama3-8b", "qwen2.5-7b", "qwen3-0.6b"),
+                       where=lambda c: c["method"] == "full" and c["task"] in ("rm", "sft"))
     rm_full = [r for r in result["rows"] if r["case"]["task"] == "rm" and r["case"]["method"] == "full"]
     assert len(rm_full) >= 8
     for row in rm_full:
