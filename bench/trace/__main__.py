@@ -68,7 +68,10 @@ def run_step(python: Path, cases: list[dict], progress=None, script: Path = STEP
 
 def extrapolate(low: dict, high: dict, layers: int) -> dict:
     """fixed + layers x per_layer, from the traces at two depths; the steady
-    peak is a maximum of two such lines, so it is taken after extrapolating."""
+    peak is a maximum of two such lines, so it is taken after extrapolating.
+    step_peak must be the optimizer step's own peak (step.py resets the peak
+    at the end of backward): a cumulative one is the forward/backward's at
+    reduced depth and extrapolates along that phase's slope."""
     d_low, d_high = low["layers"], high["layers"]
     out = {}
     for key in FIGURES:

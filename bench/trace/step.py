@@ -562,7 +562,8 @@ def collect_cycles_per_layer(model) -> None:
 def trace(case):
     """One training step; sizes in bytes: the persistent states (parameters,
     gradients after backward, optimizer states after the step), the forward and
-    backward peak with what is transient in it, and the optimizer step's peak."""
+    backward peak with what is transient in it, and the optimizer step's own
+    peak (from the end of backward: not the forward/backward's)."""
     global offloaded_checkpoints
     torch.manual_seed(0)
     offloaded_checkpoints = bool(case.get("offload_checkpoints"))
@@ -601,6 +602,14 @@ def trace(case):
                     del loss
                 fb_peak = tracker.get_tracker_snapshot("peak")
                 grads = _category_bytes(tracker.get_tracker_snapshot("current"), ("GRAD",))
+                # the step's own peak (as step_dit.py): at reduced depth the
+                # forward/backward may peak higher than the step, and a cumulative
+                # peak would hide the step's line, whose slope (weights, gradients,
+                # states and foreach temporaries per layer) is the steepest at full
+                # depth (gemma3-4b full b2 x 2048: 16.25 GiB cumulative at depth 1,
+                # the step's own 14.29)
+                tracker._peak_mem_snap = tracker.get_tracker_snapshot("current")
+                tracker._peak_mem = {dev: snap["Total"] for dev, snap in tracker._peak_mem_snap.items()}
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 optimizer_states = _category_bytes(tracker.get_tracker_snapshot("current"), ("OPT",))
