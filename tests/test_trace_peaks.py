@@ -37,3 +37,26 @@ def test_recomputed_attention_peaks_apart_from_its_mlp():
         assert abs(row["errors"]["total"]) < 0.03, (row["id"], row["errors"]["total"])
     falcon = family["falcon-7b-sft-lora_all-gc-eager-b1-s1024"]
     assert abs(falcon["errors"]["activations"]) < 0.03, falcon["errors"]["activations"]
+
+
+def test_gpt2_keeps_cudas_dropout_masks():
+    """GPT-2 (attn_pdrop, resid_pdrop 0.1) retraced with CUDA's fused dropout: a
+    bool mask per score element and two per hidden unit and layer, which the KB now
+    counts where the stage keeps dropout (SFT, not DPO/ORPO: trl's
+    disable_dropout_in_model). LoRA without checkpointing, eager, was -16.2 % /
+    -14.8 % (activations) against the CPU trace's bf16 noise masks and no KB mask."""
+    retraced = json.loads(trace_compare.GPT2_DATA.read_text(encoding="utf-8"))
+    ids = {c["id"] for c in retraced["cases"]}
+    assert len(ids) == 16
+    rows = _rows(trace_compare.FAMILY_DATA, ("gpt2-xl",))
+    assert set(rows) == ids
+    for case_id in ("gpt2-xl-sft-lora_all-nogc-eager-b1-s1024", "gpt2-xl-sft-lora_all-nogc-eager-b2-s1024",
+                    "gpt2-xl-sft-lora_all-nogc-sdpa-b1-s1024", "gpt2-xl-sft-lora_all-nogc-sdpa-b2-s1024"):
+        assert abs(rows[case_id]["errors"]["activations"]) < 0.03, (case_id, rows[case_id]["errors"])
+    old = {c["id"]: c for c in json.loads(trace_compare.FAMILY_DATA.read_text(encoding="utf-8"))["cases"]}
+    eager = "gpt2-xl-sft-lora_all-nogc-eager-b1-s1024"
+    scores_per_layer = 25 * 1024 * 1024
+    drop = ((old[eager]["depths"]["2"]["fb_transient"] - old[eager]["depths"]["1"]["fb_transient"])
+            - (rows[eager]["case"]["depths"]["2"]["fb_transient"] - rows[eager]["case"]["depths"]["1"]["fb_transient"]))
+    # one byte less per score element and per hidden unit of the two residual masks
+    assert drop == scores_per_layer + 2 * 1024 * 1600
