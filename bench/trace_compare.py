@@ -220,7 +220,8 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
                 else:
                     rows.append(row)
     return {"environment": files[0]["environment"], "rows": [r for r in rows if r is not None],
-            "failed": [f for data in files for f in data.get("failed", []) if f["id"] not in latest]}
+            "failed": list({f["id"]: f for data in files for f in data.get("failed", [])
+                            if f["id"] not in latest}.values())}  # a retrace's failures replace the original's
 
 
 def subset(case: dict) -> str:

@@ -60,3 +60,53 @@ def test_gpt2_keeps_cudas_dropout_masks():
             - (rows[eager]["case"]["depths"]["2"]["fb_transient"] - rows[eager]["case"]["depths"]["1"]["fb_transient"]))
     # one byte less per score element and per hidden unit of the two residual masks
     assert drop == scores_per_layer + 2 * 1024 * 1600
+
+
+def test_kto_rows_are_retraced_without_the_trackers_hooks():
+    """grid_kto.json's rows replace grid.json's of the same id; the retrace holds
+    one checkpoint per layer where the old trace held the KL forward's layer
+    inputs too: Mistral 7B v0.3's per-layer transient falls by at least one
+    layer input (b x s x h x 2 B)."""
+    retraced = json.loads(trace_compare.KTO_DATA.read_text(encoding="utf-8"))
+    old = {c["id"]: c for c in json.loads(trace_compare.DATA.read_text(encoding="utf-8"))["cases"]}
+    case_id = "mistral-7b-v0.3-kto-lora_all-gc-sdpa-b1-s1024"
+    new = {c["id"]: c for c in retraced["cases"]}[case_id]
+
+    def per_layer(row):
+        return row["depths"]["2"]["fb_transient"] - row["depths"]["1"]["fb_transient"]
+
+    layer_input = 1 * 1024 * 4096 * 2
+    assert per_layer(old[case_id]) - per_layer(new) >= layer_input
+    # the step's FLOPs and states are the trackers' either way
+    for key in ("flops", "weights", "gradients", "optimizer_states"):
+        assert new["depths"]["2"][key] == old[case_id]["depths"]["2"][key]
+    # trace_compare reads grid.json with the retrace in its place
+    rows = _rows(trace_compare.DATA, ("mistral-7b-v0.3",))
+    assert rows[case_id]["case"]["depths"] == new["depths"]
+    assert list(rows) == [c["id"] for c in old.values() if c["model"] == "mistral-7b-v0.3"]
+
+
+def test_kto_lora_activations_follow_the_retrace():
+    """KTO with LoRA and checkpointing (24 rows): Mistral and Mixtral were -17.8 to
+    -31.7 % (activations) against the old traces; against the retrace, with the KB's
+    KTO loss path at 20 B per logit, every row is within 10 %."""
+    retraced = json.loads(trace_compare.KTO_DATA.read_text(encoding="utf-8"))
+    models = tuple(sorted({c["model"] for c in retraced["cases"] if c["method"] == "lora"}))
+    assert {"mistral-7b-v0.3", "mixtral-8x7b"} <= set(models)
+    ids = {c["id"] for c in retraced["cases"] if c["method"] == "lora"}
+    rows = [r for r in trace_compare.evaluate(trace_compare.DATA, models=models)["rows"] if r["id"] in ids]
+    assert len(rows) == len(ids)
+    errors = sorted(abs(r["errors"]["activations"]) for r in rows)
+    assert errors[-1] < 0.10, [(r["id"], r["errors"]["activations"]) for r in rows]
+
+
+def test_kto_peak_holds_five_fp32_logit_tensors():
+    """At the reference's KL forward: the policy's log-softmax and its
+    chosen/rejected copies, the reference's target logits, the KL logits and their
+    log-softmax (kb: loss_bytes_per_logit kto 20 B). Qwen3-0.6B's loss path is most
+    of its one-layer trace (a 151936-token vocabulary)."""
+    retraced = {c["id"]: c for c in json.loads(trace_compare.KTO_DATA.read_text(encoding="utf-8"))["cases"]}
+    for case_id, tokens in (("qwen3-0.6b-kto-lora_all-gc-sdpa-b1-s1024", 1024),
+                            ("qwen3-0.6b-kto-lora_all-gc-sdpa-b2-s2048", 4096)):
+        per_logit = retraced[case_id]["depths"]["1"]["fb_transient"] / (tokens * 151936)
+        assert 20.0 <= per_logit < 20.5, (case_id, per_logit)
