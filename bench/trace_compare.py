@@ -1,5 +1,6 @@
 """The KB's memory terms against the traced tensors (bench/data/traces/grid.json,
-grid_families.json and grid_ppo.json).
+grid_families.json and grid_ppo.json; the retraced rows of grid_kto.json and
+grid_gpt2.json replace grid.json's and grid_families.json's rows of the same id).
 
 Reads only the committed trace data (no side venv): each traced case becomes a
 LlamaFactory `kbsolve estimate` with the case's settings, and each group of
@@ -56,6 +57,25 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data" / "traces" / "grid.json"
 FAMILY_DATA = DATA.with_name("grid_families.json")
 PPO_DATA = DATA.with_name("grid_ppo.json")
+# Rows retraced into a file of their own, taken over the original file's rows
+# of the same id wherever the original is read (docs/decisions.md, traceA):
+# grid_kto.json holds grid.json's KTO rows traced after step.py's
+# no_hooks_without_grad (the trackers' hooks had kept the no_grad forwards'
+# layer inputs alive) and its concatenated_forward; grid_gpt2.json the families
+# grid's GPT-2 rows traced with CUDA's fused dropout (a bool mask) and the DPO
+# stage's dropout switched off (step.py fused_dropout, trainer_dropout).
+KTO_DATA = DATA.with_name("grid_kto.json")
+GPT2_DATA = DATA.with_name("grid_gpt2.json")
+RETRACES = {DATA: (KTO_DATA,), FAMILY_DATA: (GPT2_DATA,)}
+
+
+def with_retraces(paths: list[Path]) -> list[Path]:
+    """The files to read: each one followed by its retrace files, if committed."""
+    out = []
+    for path in paths:
+        out.append(path)
+        out += [again for again in RETRACES.get(path, ()) if again.exists() and again not in paths]
+    return out
 ADAPTERS = ("lora", "qlora")
 GIB = 2**30
 GROUPS = {
@@ -170,14 +190,21 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
 
     from bench.trace import grid
     from kbsolve import api
-    paths = [path] if isinstance(path, Path) else list(path)
+    paths = with_retraces([path] if isinstance(path, Path) else list(path))
     files = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
     kb = kb or api.load_kb()
     rows = []
+    # a later file's row of an id replaces the earlier file's (a retrace)
+    latest = {case["id"]: i for i, data in enumerate(files) for case in data["cases"]}
+    position = {}
     with tempfile.TemporaryDirectory() as folder:
-        for data in files:
+        for i, data in enumerate(files):
             for case in data["cases"]:
                 if models and case["model"] not in models:
+                    continue
+                if latest[case["id"]] != i:
+                    position[case["id"]] = len(rows)
+                    rows.append(None)  # its place, for the retraced row
                     continue
                 kb_groups = estimate_groups(kb, case, Path(folder))
                 traced = {g: case["full"][key] for g, key in TRACED.items()}
@@ -185,11 +212,16 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
                 if case["method"] not in ADAPTERS:
                     errors["activations"] = None
                 traced["flops"] = case["full"]["flops"]
-                rows.append({"id": case["id"], "case": case, "kb": kb_groups, "traced": traced,
-                             "errors": errors,
-                             "apart": grid.cpu_only_fallback(case) or (KBIT_APART if kbit_prepared(case) else None)})
-    return {"environment": files[0]["environment"], "rows": rows,
-            "failed": [f for data in files for f in data.get("failed", [])]}
+                row = {"id": case["id"], "case": case, "kb": kb_groups, "traced": traced,
+                       "errors": errors,
+                       "apart": grid.cpu_only_fallback(case) or (KBIT_APART if kbit_prepared(case) else None)}
+                if case["id"] in position:
+                    rows[position.pop(case["id"])] = row
+                else:
+                    rows.append(row)
+    return {"environment": files[0]["environment"], "rows": [r for r in rows if r is not None],
+            "failed": list({f["id"]: f for data in files for f in data.get("failed", [])
+                            if f["id"] not in latest}.values())}  # a retrace's failures replace the original's
 
 
 def subset(case: dict) -> str:
@@ -387,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trace_compare",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, nargs="+", default=[DATA, FAMILY_DATA, PPO_DATA],
-                        help="trace files (default: grid.json and grid_families.json)")
+                        help="trace files (default: grid.json, grid_families.json and grid_ppo.json; "
+                        "the retraced rows of grid_kto.json and grid_gpt2.json replace grid.json's and "
+                        "grid_families.json's)")
     parser.add_argument("--by", choices=["subset"], help="figures per family / method / task too")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -11,7 +11,9 @@ Two grids, each its own file: `main` (grid.json: the catalog models) and
 `families` (grid_families.json: GPT-2, BLOOM, Falcon, DeepSeek-V2-Lite,
 Mistral's sliding window, QLoRA, offloaded checkpointing, ORPO and SimPO) and
 `ppo` (grid_ppo.json: LlamaFactory's PPO step) and `dit` (grid_dit.json:
-diffusers' DiT denoisers, encoders and VAEs); without --part all are traced.
+diffusers' DiT denoisers, encoders and VAEs); without --part all are traced
+but `kto` (grid_kto.json: grid.json's KTO rows, retraced after step.py's
+no_hooks_without_grad; bench/trace_compare.py takes them over grid.json's).
 Runs under `nice -n 15`; the CPU time it took is written beside the results.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ STEP_DIT = Path(__file__).with_name("step_dit.py")
 OUT = grid.ROOT / "bench" / "data" / "traces" / "grid.json"
 PARTS = {"main": (grid.cases, OUT), "families": (grid.family_cases, OUT.with_name("grid_families.json")),
          "ppo": (grid.ppo_cases, OUT.with_name("grid_ppo.json")),
+         "kto": (grid.kto_cases, OUT.with_name("grid_kto.json")),
          "dit": (dit.cases, OUT.with_name("grid_dit.json"))}
 FIGURES = ("weights", "gradients", "optimizer_states", "fb_peak", "fb_transient",
            "step_peak", "peak", "flops")
@@ -189,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.out or OUT)
-    parts = [args.part] if args.part else list(PARTS)
+    # kto retraces grid.json's KTO rows into their own file: only when asked
+    parts = [args.part] if args.part else [p for p in PARTS if p != "kto"]
     if args.out and len(parts) > 1:
         sys.exit("bench.trace: --out needs one --part")
     python = venv.python()

@@ -245,6 +245,17 @@ PPO_METHODS = [("lora", "all", True), ("full", "", True)]
 PPO_SHAPES = [(1, 1024)]
 
 
+def kto_cases(full: bool = True) -> list[dict]:
+    """The cases of grid_kto.json: grid.json's KTO rows retraced after step.py's
+    no_hooks_without_grad (the trackers' hooks had kept the no_grad forwards'
+    layer inputs) and its concatenated_forward (the policy's fp32 target logits
+    freed when it returns); LoRA rows first. trace_compare takes these rows over
+    grid.json's rows of the same id."""
+    rows = [c for c in cases(full) if c["task"] == "kto"]
+    first = ("mistral-7b-v0.3", "mixtral-8x7b")  # the rows issue 23 named
+    return sorted(rows, key=lambda c: (c["method"] not in ("lora", "qlora"), c["model"] not in first))
+
+
 def ppo_cases(full: bool = True) -> list[dict]:
     """The cases of grid_ppo.json (full=False: the same few)."""
     catalog = catalog_models()

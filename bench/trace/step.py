@@ -89,6 +89,70 @@ def frozen_params_hookable():
         torch.Tensor.register_hook, torch.Tensor.register_post_accumulate_grad_hook = hook, post
 
 
+@contextlib.contextmanager
+def no_hooks_without_grad():
+    """MemTracker's ModTracker (torch/distributed/_tools/mod_tracker.py:215-248 at
+    torch 2.13) and FlopCounterMode's ModuleTracker (torch/utils/module_tracker.py:
+    128-147) register a multi-grad hook on every module input and output that
+    requires grad, also in a forward under no_grad. The no_grad forwards of KTO,
+    DPO and PPO make such tensors as leaves: PEFT's enable_input_require_grads
+    on the embedding output, the checkpointing wrapper's requires_grad_ on each
+    layer input (trainable_layers_checkpointed). A hook on a leaf holds it
+    through its AccumulateGrad node (register_multi_grad_hook keeps the nodes,
+    torch/autograd/graph.py:643), a cycle through C++ the cycle collector does
+    not break, and ModuleTracker keeps the handles until it exits: the trace kept
+    each no_grad forward's embedding output and, in KTO's KL forward, every
+    checkpointed layer input, which a training run (no trackers) frees. Under
+    no_grad no backward reaches the hook, so registering none tracks the same."""
+    from torch.distributed._tools import mod_tracker
+    from torch.utils import module_tracker
+
+    register = torch.autograd.graph.register_multi_grad_hook
+
+    def only_with_grad(tensors, fn, **kwargs):
+        return register(tensors, fn, **kwargs) if torch.is_grad_enabled() else _NoHandle()
+
+    mod_tracker.register_multi_grad_hook = module_tracker.register_multi_grad_hook = only_with_grad
+    try:
+        yield
+    finally:
+        mod_tracker.register_multi_grad_hook = module_tracker.register_multi_grad_hook = register
+
+
+@contextlib.contextmanager
+def fused_dropout():
+    """CUDA's dropout: at::dropout takes the fused native_dropout for a CUDA input
+    (aten/src/ATen/native/Dropout.cpp, is_fused_kernel_acceptable: input.is_cuda(),
+    0 < p < 1), which saves a bool mask (1 byte per element) for backward; on a
+    CPU input it multiplies by a noise tensor of the input's dtype (bf16: 2 bytes
+    saved). The trace runs on the fake CPU device, so dropout in training goes
+    through native_dropout here, as it would on the GPU."""
+    functional = torch.nn.functional
+    dropout = functional.dropout
+
+    def cuda_dropout(input, p=0.5, training=True, inplace=False):
+        if training and 0 < p < 1 and not inplace and input.numel() > 0:
+            return torch.native_dropout(input, p, True)[0]
+        return dropout(input, p, training, inplace)
+
+    functional.dropout = cuda_dropout
+    try:
+        yield
+    finally:
+        functional.dropout = dropout
+
+
+def trainer_dropout(model, case) -> None:
+    """LlamaFactory's DPO and KTO trainers (the dpo stage's orpo and simpo too)
+    call trl's disable_dropout_in_model on the policy and the reference model
+    (train/dpo/trainer.py:57-60, train/kto/trainer.py:56-59 at ff6d4d12): every
+    nn.Dropout's p set to 0. The other stages keep the model's dropout."""
+    if case["task"] in ("dpo", "kto", "orpo", "simpo"):
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+
+
 def build_model(case):
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -105,6 +169,7 @@ def build_model(case):
     config.use_cache = False
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16,
                                              attn_implementation=case["attention"])
+    trainer_dropout(model, case)
     return model
 
 
@@ -474,17 +539,26 @@ def task_loss(model, case, rows):
             logps = logps - ref_logps
         chosen, rejected = logps.split(rows // 2)
         return -torch.nn.functional.logsigmoid(0.1 * (chosen - rejected)).mean()
-    # kto: the target rows with gradients, their KL rows without
-    # (kto/trainer.py:184-199), then the reference forwards of both
-    logits, logps = _policy_logps(model, ids, grad=True)
-    # boolean indexing copies the rows (kto/trainer.py:194-196); index_select
-    # copies the same bytes without nonzero's data-dependent shape
-    kept = (logits.index_select(0, torch.arange(0, rows, 2)), logits.index_select(0, torch.arange(1, rows, 2)))
-    _, kl_logps = _policy_logps(model, ids, grad=False, again=True)
+    # kto: LlamaFactory's concatenated_forward (kto/trainer.py:183-199) for the
+    # policy, then under no_grad for the reference (compute_reference_log_probs,
+    # :201-218): the target rows (with gradients for the policy), the KL rows
+    # without, then the chosen/rejected copies of the target logits; only the
+    # copies and the log-probabilities leave it, so each call's fp32 target and
+    # KL logits are freed when it returns (the policy's log-softmax stays saved
+    # for backward)
+    def concatenated_forward(runner, grad, again):
+        logits, logps = _policy_logps(runner, ids, grad=grad, again=again)
+        kl_logits, kl_logps = _policy_logps(runner, ids, grad=False, again=True)
+        # boolean indexing copies the rows (kto/trainer.py:194-196); index_select
+        # copies the same bytes without nonzero's data-dependent shape
+        kept = (logits.index_select(0, torch.arange(0, rows, 2)), logits.index_select(0, torch.arange(1, rows, 2)))
+        del logits, kl_logits
+        return kept, logps, kl_logps
+
+    kept, logps, kl_logps = concatenated_forward(model, grad=True, again=False)
     if case["reference"]:
-        with ref_context:
-            _, ref_logps = _policy_logps(reference, ids, grad=False, again=True)
-            _, ref_kl = _policy_logps(reference, ids, grad=False, again=True)
+        with ref_context, torch.no_grad():
+            _, ref_logps, ref_kl = concatenated_forward(reference, grad=False, again=True)
         logps, kl_logps = logps - ref_logps, kl_logps - ref_kl
     del kept
     return (1 - torch.sigmoid(0.1 * (logps - kl_logps.mean()))).mean()
@@ -588,7 +662,7 @@ def trace(case):
         params = [p for m in [model, *extra] for p in m.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=1e-5, foreach=True)  # adamw_torch, foreach as on CUDA
         tracker = MemTracker()
-        with frozen_params_hookable():
+        with frozen_params_hookable(), no_hooks_without_grad(), fused_dropout():
             tracker.track_external(model, optimizer, *extra)
             flops = FlopCounterMode(display=False)
             with tracker, flops:
