@@ -32,13 +32,15 @@ def evaluated(path=trace_compare.DATA, models: tuple[str, ...] = (), where=None)
     keeps only the cases a test reads (a test of checkpointed LoRA need not estimate its
     models' full-tuning rows). The missing cases are estimated by `evaluate` itself, on
     a copy of the file that holds only them (a row depends on its case alone). The rows
-    come in evaluate's own order (file by file, each file's cases in order), with its
-    environment (the first file's) and its failed list."""
+    come in evaluate's own order (file by file, each file's cases in order; a retrace
+    file's row, trace_compare.with_retraces, in the place of the row it replaces), with
+    its environment (the first file's) and its failed list."""
     import tempfile
 
-    paths = [path] if isinstance(path, Path) else list(path)
+    paths = trace_compare.with_retraces([path] if isinstance(path, Path) else list(path))
     assert models, "evaluate without models reads every case: call it directly"
     rows, failed, environment = [], [], None
+    traced_ids: set = set()
     for file in paths:
         data = json.loads(file.read_text(encoding="utf-8"))
         cases = [c for c in data["cases"] if c["model"] in models and (where is None or where(c))]
@@ -52,7 +54,15 @@ def evaluated(path=trace_compare.DATA, models: tuple[str, ...] = (), where=None)
             _ROWS.update(((file, row["id"]), row) for row in part["rows"])
         environment = data["environment"] if environment is None else environment
         failed += data.get("failed", [])  # the file's, whichever model read it
-        rows += [_ROWS[file, case["id"]] for case in cases]
+        traced_ids.update(c["id"] for c in data["cases"])
+        for case in cases:  # a retrace file's row replaces the earlier file's, in place
+            row = _ROWS[file, case["id"]]
+            at = next((i for i, old in enumerate(rows) if old["id"] == row["id"]), None)
+            if at is None:
+                rows.append(row)
+            else:
+                rows[at] = row
+    failed = list({f["id"]: f for f in failed if f["id"] not in traced_ids}.values())
     return {"environment": environment, "rows": rows, "failed": failed}
 
 
