@@ -1,6 +1,7 @@
 """The KB's memory terms against the traced tensors (bench/data/traces/grid.json,
-grid_families.json and grid_ppo.json; the retraced rows of grid_kto.json and
-grid_gpt2.json replace grid.json's and grid_families.json's rows of the same id).
+grid_families.json and grid_ppo.json; the retraced rows of grid_kto.json,
+grid_gpt2.json and grid_families_retraced.json replace grid.json's and
+grid_families.json's rows of the same id).
 
 Reads only the committed trace data (no side venv): each traced case becomes a
 LlamaFactory `kbsolve estimate` with the case's settings, and each group of
@@ -64,9 +65,16 @@ PPO_DATA = DATA.with_name("grid_ppo.json")
 # layer inputs alive) and its concatenated_forward; grid_gpt2.json the families
 # grid's GPT-2 rows traced with CUDA's fused dropout (a bool mask) and the DPO
 # stage's dropout switched off (step.py fused_dropout, trainer_dropout).
+# grid_families_retraced.json holds the families grid's other DPO, ORPO and
+# SimPO rows, retraced with the same step.py (no_hooks_without_grad,
+# trainer_dropout, the step's own step_peak): grid_families.json's were traced
+# before those fixes, as grid.json's KTO rows were. It is read after
+# grid_gpt2.json (whose GPT-2 rows were already traced with them), so its rows
+# win wherever both hold an id (none do).
 KTO_DATA = DATA.with_name("grid_kto.json")
 GPT2_DATA = DATA.with_name("grid_gpt2.json")
-RETRACES = {DATA: (KTO_DATA,), FAMILY_DATA: (GPT2_DATA,)}
+FAMILIES_RETRACED_DATA = DATA.with_name("grid_families_retraced.json")
+RETRACES = {DATA: (KTO_DATA,), FAMILY_DATA: (GPT2_DATA, FAMILIES_RETRACED_DATA)}
 
 
 def with_retraces(paths: list[Path]) -> list[Path]:
@@ -420,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, nargs="+", default=[DATA, FAMILY_DATA, PPO_DATA],
                         help="trace files (default: grid.json, grid_families.json and grid_ppo.json; "
-                        "the retraced rows of grid_kto.json and grid_gpt2.json replace grid.json's and "
+                        "the retraced rows of grid_kto.json, grid_gpt2.json and grid_families_retraced.json "
+                        "replace grid.json's and "
                         "grid_families.json's)")
     parser.add_argument("--by", choices=["subset"], help="figures per family / method / task too")
     parser.add_argument("--json", action="store_true")
