@@ -70,11 +70,16 @@ PPO_DATA = DATA.with_name("grid_ppo.json")
 # trainer_dropout, the step's own step_peak): grid_families.json's were traced
 # before those fixes, as grid.json's KTO rows were. It is read after
 # grid_gpt2.json (whose GPT-2 rows were already traced with them), so its rows
-# win wherever both hold an id (none do).
+# win wherever both hold an id (none do). grid_retraced.json holds grid.json's
+# rows still on CPU autocast's op lists that were retraced under CUDA
+# autocast's float32 list one by one, when a KB term was fitted on them (issue
+# 23, qlora: Phi-3's LoRA row without checkpointing at 2 x 2048); read after
+# grid_kto.json.
 KTO_DATA = DATA.with_name("grid_kto.json")
+MAIN_RETRACED_DATA = DATA.with_name("grid_retraced.json")
 GPT2_DATA = DATA.with_name("grid_gpt2.json")
 FAMILIES_RETRACED_DATA = DATA.with_name("grid_families_retraced.json")
-RETRACES = {DATA: (KTO_DATA,), FAMILY_DATA: (GPT2_DATA, FAMILIES_RETRACED_DATA)}
+RETRACES = {DATA: (KTO_DATA, MAIN_RETRACED_DATA), FAMILY_DATA: (GPT2_DATA, FAMILIES_RETRACED_DATA)}
 
 
 def with_retraces(paths: list[Path]) -> list[Path]:
