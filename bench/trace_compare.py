@@ -12,7 +12,7 @@ memory terms is compared with what the trace held, at the allocated level:
 | weights | frozen_weights, trainable_params, reference_model, reward_model | parameters and buffers |
 | gradients | gradients | gradients after backward |
 | optimizer | optimizer_states | optimizer states after the step |
-| activations | activations, logits, packing_mask, dora_norm, attention_scores | forward/backward peak less parameters and gradients |
+| activations | activations, logits, packing_mask, dora_norm, attention_scores, reference_forward | forward/backward peak less parameters and gradients |
 | total | allocated | steady-state peak: max(fwd/bwd peak + states, the step's peak) |
 
 Relative error is KB / trace - 1. The activations group is scored on the
@@ -95,7 +95,8 @@ GROUPS = {
     "weights": ("frozen_weights", "trainable_params", "reference_model", "reward_model"),
     "gradients": ("gradients",),
     "optimizer": ("optimizer_states",),
-    "activations": ("activations", "logits", "packing_mask", "dora_norm", "attention_scores"),
+    "activations": ("activations", "logits", "packing_mask", "dora_norm", "attention_scores",
+                    "reference_forward"),
 }
 # the generic pytorch KB's terms, for the rows of a path LlamaFactory never takes
 PYTORCH_GROUPS = {

@@ -21,8 +21,8 @@ def test_recomputed_attention_peaks_apart_from_its_mlp():
     """At the softmax's backward the recomputed layer holds its scores (3 x 4 B per
     element) and 16 h per token, not its MLP's tensors too: Phi-3 mini's eager
     rows were +31.0 % and +19.0 % (activations) with the two summed, Mistral
-    v0.1's eager rows at 8192 tokens +7.6 %. Falcon's own eager attention keeps
-    the summed term (not traced apart)."""
+    v0.1's eager rows at 8192 tokens +7.6 %. Falcon's own eager attention peaks
+    apart too, with a fourth fp32 score copy (tests/test_trace_falcon.py)."""
     phi3 = [r for r in _rows(trace_compare.DATA, ("phi3-mini",)).values()
             if r["case"]["attention"] == "eager" and r["case"]["checkpointing"]
             and r["case"]["method"] == "lora"]

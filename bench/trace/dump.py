@@ -13,6 +13,12 @@ result is that list at the forward/backward peak, largest first, grouped by
 buffers and anything alive before the step are not listed: the listing is the
 step's transient memory (activations, loss path, gradients), what
 `fb_transient` counts.
+
+A case with `"drop_returned_weights": true` runs the same step with every
+checkpointed decoder layer returning None in place of the attention weights it
+returns beside its hidden states (Falcon, BLOOM, GPT-J): the experiment that
+shows what reentrant checkpointing's materialised zero gradient of that unused
+output costs (docs/decisions.md, issue 23 falcon).
 """
 from __future__ import annotations
 
@@ -103,6 +109,19 @@ def name_modules(model, mode: LiveStorages) -> None:
         module.register_forward_hook(post)
 
 
+def drop_returned_weights(model) -> None:
+    """Each checkpointed layer (transformers' GradientCheckpointingLayer) returns
+    (hidden_states, None) where its forward returns (hidden_states, weights)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    for module in model.modules():
+        if isinstance(module, GradientCheckpointingLayer):
+            def forward(*args, _forward=module.forward, **kwargs):
+                out = _forward(*args, **kwargs)
+                return (out[0], None) if isinstance(out, tuple) and len(out) == 2 else out
+            module.forward = forward
+
+
 def grouped(entries: list[tuple]) -> list[dict]:
     groups: dict[tuple, list] = collections.defaultdict(lambda: [0, 0, None])
     for nbytes, op, shape, dtype, module, phase, where in entries:
@@ -126,6 +145,8 @@ def main() -> int:
         def build_named(c, build=build):
             model = build(c)
             name_modules(model, mode)
+            if c.get("drop_returned_weights"):
+                drop_returned_weights(model)
             return model
 
         step.build_model = build_named
