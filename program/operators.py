@@ -467,7 +467,7 @@ SUM = Signature("sum", "tables", 1, None, "num")  # the tables' n-ary +, never i
 
 
 def _record(name: str, **views) -> Operator:
-    return Operator(SIGNATURES[name] if name in SIGNATURES else SUM, **views)
+    return Operator(SUM if name == "sum" else SIGNATURES[name], **views)
 
 
 def _cmp(name, fn, vector, ranges, z3):
