@@ -12,10 +12,11 @@ from typing import Callable
 
 from kbsolve.diagnostics import DiagnosticSink, Note, Span, did_you_mean
 from kbsolve.dsl import ast, ir
+from kbsolve.dsl.operators import CALLS, CONNECTIVES
 from kbsolve.dsl.types import BOOL, NONE, STR, UNITS, Type, dim_div, dim_mul, dim_name
 
 ERROR = Type("error")
-_BOOL_OPS = {"and", "or", "implies"}
+_BOOL_OPS = CONNECTIVES
 _ORDER_OPS = {"<", "<=", ">", ">="}
 
 
@@ -469,6 +470,8 @@ def _divisible(r: Resolver, node: ast.Call, args: list[ir.Node]) -> ir.Node:
     return ir.Op("divisible", tuple(args), BOOL, node.span)
 
 
-BUILTINS = _BUILTINS = {"min": _minmax, "max": _minmax, "ceil": _rounding, "floor": _rounding,
-             "abs": _rounding, "at_most_one": _counting, "exactly_one": _counting,
-             "divisible": _divisible}
+# how each builtin function (dsl/operators.CALLS, the one list) is typed
+TYPING = {"min": _minmax, "max": _minmax, "ceil": _rounding, "floor": _rounding,
+          "abs": _rounding, "at_most_one": _counting, "exactly_one": _counting,
+          "divisible": _divisible}
+BUILTINS = _BUILTINS = {name: TYPING[name] for name in CALLS}

@@ -10,14 +10,13 @@ let is computed once per distinct projection, not once per assignment.
 
 from __future__ import annotations
 
-import math
-import operator
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.program.operators import OPERATORS
 
 Env = tuple  # (assignment, facts, memo for this run, store for this evaluator)
 
@@ -87,11 +86,12 @@ def _build(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
                  and t.location == "gpu"]
         return lambda env: sum((Fraction(p(env)) for p in parts), Fraction(0))
     args = [closure(kb, a) for a in node.args]
-    if node.op in _LAZY:
-        return _LAZY[node.op](*args)
-    if node.op == "/":
-        return _divide(node, *args)
-    fn = _STRICT[node.op]
+    op = OPERATORS[node.op]  # its exact view (program/operators.py)
+    if op.lazy:
+        return op.exact(*args)
+    fn = op.exact
+    if op.divides:
+        return _divide(node, fn, *args)
     if len(args) == 1:
         a, = args
         return lambda env: fn(a(env))
@@ -170,7 +170,7 @@ def _reads(kb: KnowledgeBase, root: ir.Node, kind: type, seen: set, sums: bool) 
     return used
 
 
-def _divide(node: ir.Op, a, b):
+def _divide(node: ir.Op, quotient, a, b):
     span = node.span
 
     def run(env):
@@ -178,50 +178,5 @@ def _divide(node: ir.Op, a, b):
         if divisor == 0:
             raise KbError(Diagnostic("division by zero: a fact or option in this formula is 0 "
                                      "for this query", span, code="div-zero"))
-        return _QUOTIENT(a(env), divisor)
+        return quotient(a(env), divisor)
     return run
-
-
-def _mod(a, b):
-    return Fraction(0) if b == 0 else Fraction(a) % Fraction(b)
-
-
-def _divisible(a, b):
-    return b != 0 and Fraction(a) % Fraction(b) == 0
-
-
-def _exact(fn):
-    """fn over Fractions: an operand already a Fraction (or a plain int beside one)
-    is used as it is, the rest converted; the result is a Fraction either way."""
-    def run(a, b):
-        ta, tb = type(a), type(b)
-        if ta is Fraction and (tb is Fraction or tb is int) or \
-                tb is Fraction and ta is int:
-            return fn(a, b)
-        return fn(Fraction(a), Fraction(b))
-    return run
-
-
-_QUOTIENT = _exact(operator.truediv)  # a Fraction: an int by an int too
-
-_LAZY = {
-    "if": lambda c, t, e: (lambda env: t(env) if c(env) else e(env)),
-    "and": lambda a, b: (lambda env: bool(a(env)) and bool(b(env))),
-    "or": lambda a, b: (lambda env: bool(a(env)) or bool(b(env))),
-    "implies": lambda a, b: (lambda env: (not a(env)) or bool(b(env))),
-}
-
-_STRICT = {
-    "not": lambda a: not a, "neg": lambda a: -a,
-    "+": _exact(operator.add), "-": _exact(operator.sub), "*": _exact(operator.mul),
-    "%": _mod,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "min": lambda *a: min(a), "max": lambda *a: max(a),
-    "ceil": lambda a: Fraction(math.ceil(a)), "floor": lambda a: Fraction(math.floor(a)),
-    "abs": abs,
-    "at_most_one": lambda *a: sum(bool(x) for x in a) <= 1,
-    "exactly_one": lambda *a: sum(bool(x) for x in a) == 1,
-    "divisible": _divisible,
-}

@@ -20,9 +20,10 @@ from typing import Any
 
 from kbsolve import codecache
 from kbsolve.program import tables as T
+from kbsolve.program.operators import BOOL_RESULT, OPERATORS, interval
 
-# written out; the other operations call T.interval
-INLINE = {"+", "-", "neg", "sum", "*", "/", "if", "min", "max"}
+# written out (each by its writer, _Writer._op_<inline>); the others call interval()
+INLINE = frozenset(name for name, op in OPERATORS.items() if op.inline)
 
 _MADE: dict[str, Any] = {}  # source -> its maker, compiled once per process
 MADE_LIMIT = 4096  # shapes kept (a long-lived server meets many KBs' shapes)
@@ -53,7 +54,7 @@ def link(expr, k: int):
         if len(_MADE) >= MADE_LIMIT:
             _MADE.clear()
         maker = _MADE[source] = namespace["make"]
-    return maker(T.interval, math.inf, T._MISS, *writer.consts)
+    return maker(interval, math.inf, T._MISS, *writer.consts)
 
 
 class _Writer:
@@ -85,7 +86,7 @@ class _Writer:
             elif cell.op == "if":
                 found = any(self.maybe_unknown(a) for a in cell.args)
             else:
-                found = cell.op not in T._BOOL_RESULT and \
+                found = cell.op not in BOOL_RESULT and \
                     any(self.maybe_unknown(a) for a in cell.args)
             self._unknown[id(cell)] = found
         return found
@@ -96,9 +97,9 @@ class _Writer:
             return self._table(cell, depth)
         if cell is not self.root and len(cell._places) < len(self.root._places):
             return self._called(cell, depth)
-        if cell.op in INLINE:
-            return getattr(self, "_op_" + {"+": "add", "-": "sub", "*": "mul", "/": "div"}.get(
-                cell.op, cell.op))(cell, depth)
+        writer = _WRITERS.get(cell.op)
+        if writer is not None:
+            return writer(self, cell, depth)
         return self._generic(cell, depth)
 
     def _index(self, pairs, depth: int) -> str:
@@ -179,7 +180,7 @@ class _Writer:
         return self._extreme(cell, depth, "max")
 
     def _extreme(self, cell, depth, fn: str):
-        """T._LINEAR's min and max: the extreme of the lows, and of the highs."""
+        """min's and max's interval views: the extreme of the lows, and of the highs."""
         args = self._args(cell, depth)
         if len(args) == 1:  # min(x) of one range is the range
             return self._guarded(cell, args, depth, lambda lo, hi, d: (
@@ -195,7 +196,8 @@ class _Writer:
                              lambda lo, hi, d: self._products(lo, hi, d, a0, a1, b0, b1))
 
     def _products(self, lo, hi, d, a0, a1, b0, b1):
-        """T._mul: the least and greatest of the four products, 0 * inf read as 0."""
+        """*'s interval view: the least and greatest of the four products, 0 * inf
+        read as 0."""
         products = []
         for x, y in ((a0, b0), (a0, b1), (a1, b0), (a1, b1)):
             p = self.fresh("p")
@@ -272,7 +274,7 @@ class _Writer:
     def _op_div(self, cell, depth):
         (a0, a1), (b0, b1) = self._args(cell, depth)
 
-        def body(lo, hi, d):  # T._divr: unbounded where the divisor may be 0 or infinite
+        def body(lo, hi, d):  # /'s interval view: unbounded where the divisor may be 0 or infinite
             finite = " and ".join(f"(not isinstance({x}, float) or {x} - {x} == 0)"
                                   for x in (b0, b1))
             self.line(d, f"if {b0} <= 0 <= {b1} or not ({finite}):")
@@ -296,3 +298,8 @@ class _Writer:
         lo, hi = self.fresh("lo"), self.fresh("hi")
         self.line(depth, f"{lo}, {hi} = ({r} if {r} is not None else (None, None))")
         return lo, hi
+
+
+# the writer of each operator program/operators.py marks inline: its interval
+# view as straight-line code (the same float operations on the same operands)
+_WRITERS = {name: getattr(_Writer, "_op_" + OPERATORS[name].inline) for name in INLINE}

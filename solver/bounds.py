@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from kbsolve.program.tables import UNKNOWN, Table, interval, allowed_mask
+from kbsolve.program.operators import COMPARISONS, UNKNOWN, VECTOR, interval
+from kbsolve.program.tables import Table, allowed_mask
 from kbsolve.solver.search import TOLERANCE
 
 
@@ -167,8 +168,7 @@ class ValueBounds:
 
 _MISSING = object()
 TRUTH_LIMIT = 1 << 16  # combinations of a rule expression's options tabled for its supports
-_COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-            ">": np.greater, ">=": np.greater_equal}
+_CONNECTIVES = ("and", "or", "not", "implies")  # conditions of conditions
 
 
 def _truth(cell, sizes: list[int]):
@@ -178,11 +178,11 @@ def _truth(cell, sizes: list[int]):
     if isinstance(cell, Table):
         return np.asarray(cell.array, dtype=bool) if cell.kind == "bool" else None
     if math.prod(sizes[a] for a in cell.deps) > TRUTH_LIMIT or \
-            cell.op not in _COMPARE and cell.op not in ("and", "or", "not", "implies"):
+            cell.op not in COMPARISONS and cell.op not in _CONNECTIVES:
         return None
     args = []
     for arg in cell.args:
-        if cell.op in _COMPARE:  # numbers, exact on both sides
+        if cell.op in COMPARISONS:  # numbers, exact on both sides
             if not isinstance(arg, Table) or arg.kind != "num" or not arg.exact:
                 return None
             array = arg.array
@@ -192,16 +192,7 @@ def _truth(cell, sizes: list[int]):
                 return None
         args.append(np.asarray(array).reshape(
             [sizes[a] if a in arg.deps else 1 for a in cell.deps]))
-    if cell.op in _COMPARE:
-        out = _COMPARE[cell.op](*args)
-    elif cell.op == "not":
-        out = ~args[0]
-    elif cell.op == "and":
-        out = np.logical_and.reduce(np.broadcast_arrays(*args))
-    elif cell.op == "or":
-        out = np.logical_or.reduce(np.broadcast_arrays(*args))
-    else:
-        out = ~args[0] | args[1]
+    out = VECTOR[cell.op](*args)  # its vector view (program/operators.py)
     shape = tuple(sizes[a] for a in cell.deps)
     return np.broadcast_to(np.asarray(out, dtype=bool), shape)
 

@@ -21,6 +21,7 @@ from z3.z3 import _to_expr_ref as _expr_ref  # wraps a C API term as z3py does
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
+from kbsolve.program.operators import OPERATORS, Z3_VALUE
 from kbsolve.program.problem import Problem
 
 MAX_VALUES = 512
@@ -76,7 +77,7 @@ class Compiler:
     def num(self, node: ir.Node):
         term = self.term(node)
         if isinstance(term, dict):
-            raise self._error(node, "expected a number")
+            raise self.error(node, "expected a number")
         return term
 
     def term(self, node: ir.Node):
@@ -123,22 +124,22 @@ class Compiler:
         return [(value, self._any(guards)) for value, guards in rows.items()]
 
     def _all(self, terms: list) -> z3.BoolRef:
-        return _nary(z3core.Z3_mk_and, terms, self.ctx) if terms else self._bool(True)
+        return _nary(z3core.Z3_mk_and, terms, self.ctx) if terms else self.boolean(True)
 
     def _any(self, terms: list) -> z3.BoolRef:
-        return _nary(z3core.Z3_mk_or, terms, self.ctx) if terms else self._bool(False)
+        return _nary(z3core.Z3_mk_or, terms, self.ctx) if terms else self.boolean(False)
 
     def _tabulated(self, node: ir.Node):
         if not isinstance(node, (ir.Op, ir.LetRef)) or node.type.kind != "num":
             return None
         if not self.deps(node):
-            return self._real(self.p.evaluator.run(node, self.p.fixed, {}))
-        tabled = self.diagram(node, self._real)
+            return self.real(self.p.evaluator.run(node, self.p.fixed, {}))
+        tabled = self.diagram(node, self.real)
         if tabled is None or z3.is_rational_value(tabled):
             return tabled
         var = self.named(tabled)  # its bounds help the arithmetic prune early
         low, high = self._bounds[id(node)]
-        self.definitions.append(z3.And(var >= self._real(low), var <= self._real(high)))
+        self.definitions.append(z3.And(var >= self.real(low), var <= self.real(high)))
         return var
 
     def diagram(self, node: ir.Node, leaf) -> z3.ExprRef | None:
@@ -218,19 +219,19 @@ class Compiler:
             memo[key] = term
         return memo[key]
 
-    def _real(self, value) -> z3.ArithRef:
+    def real(self, value) -> z3.ArithRef:
         value = Fraction(value)
         return z3.RealVal(f"{value.numerator}/{value.denominator}", self.ctx)
 
-    def _bool(self, value: bool) -> z3.BoolRef:
+    def boolean(self, value: bool) -> z3.BoolRef:
         return z3.BoolVal(bool(value), self.ctx)
 
     def constant(self, value):
         if isinstance(value, bool):
-            return self._bool(value)
+            return self.boolean(value)
         if isinstance(value, str):
-            return {value: self._bool(True)}
-        return self._real(value)
+            return {value: self.boolean(True)}
+        return self.real(value)
 
     def _compile(self, node: ir.Node):
         if isinstance(node, ir.Const):
@@ -247,8 +248,8 @@ class Compiler:
         if isinstance(node, ir.MemorySum):
             terms = [self.num(t.expr) for t in self.p.items(self.p.kb.memory)
                      if t.level == node.level and t.location == "gpu"]
-            return z3.Sum(terms) if terms else self._real(0)
-        return getattr(self, "_op_" + _OP_NAMES.get(node.op, node.op))(node)
+            return z3.Sum(terms) if terms else self.real(0)
+        return OPERATORS[node.op].z3(z3, self, node)  # its Z3 view (program/operators.py)
 
     def _option(self, node: ir.OptionRef):
         key = node.option
@@ -259,8 +260,8 @@ class Compiler:
             return self.equals(key, True)
         if node.type.kind in ("enum", "str"):
             return {v: self.equals(key, v) for v in values}
-        return z3.Sum([z3.If(self.equals(key, v), self._real(v), self._real(0)) for v in values
-                       if v != 0]) if any(v != 0 for v in values) else self._real(0)
+        return z3.Sum([z3.If(self.equals(key, v), self.real(v), self.real(0)) for v in values
+                       if v != 0]) if any(v != 0 for v in values) else self.real(0)
 
     # ---- value sets, for case splits
     def values(self, node: ir.Node) -> frozenset | None:
@@ -290,7 +291,7 @@ class Compiler:
             return None
         if math.prod(len(s) for s in sets) > MAX_VALUES * 4:
             return None
-        fn = _VALUE_FNS.get(node.op)
+        fn = Z3_VALUE.get(node.op)
         if fn is None:
             return None
         out = set()
@@ -298,158 +299,38 @@ class Compiler:
             out.add(fn(*combo))
         return _capped(frozenset(out))
 
-    def _split(self, node: ir.Node, build) -> z3.ArithRef:
+    def split(self, node: ir.Node, build) -> z3.ArithRef:
         """Sum over the values v of `node`: If(guard of v, build(v), 0). The guard is
         over option indices where the node depends on few options, else node == v."""
         rows = self.table(node)  # guards, not a diagram: arithmetic leaves nest badly
         if rows is not None:
             if len(rows) == 1:
                 return build(rows[0][0])
-            return z3.Sum([z3.If(guard, build(value), self._real(0)) for value, guard in rows])
+            return z3.Sum([z3.If(guard, build(value), self.real(0)) for value, guard in rows])
         values = self.values(node)
         if values is None:
-            raise self._error(node, "cannot split this term over a finite set of values")
+            raise self.error(node, "cannot split this term over a finite set of values")
         term = self.named(self.num(node))
         if len(values) == 1:
             return build(next(iter(values)))
-        return z3.Sum([z3.If(term == self._real(v), build(v), self._real(0))
+        return z3.Sum([z3.If(term == self.real(v), build(v), self.real(0))
                        for v in sorted(values)])
 
-    def _error(self, node: ir.Node, why: str) -> KbError:
+    def error(self, node: ir.Node, why: str) -> KbError:
         return KbError(Diagnostic(f"cannot linearise this formula: {why}", node.span,
                                   code="nonlinear"))
 
-    # ---- operators
-    def _op_add(self, n):
-        return self.num(n.args[0]) + self.num(n.args[1])
-
-    def _op_sub(self, n):
-        return self.num(n.args[0]) - self.num(n.args[1])
-
-    def _op_neg(self, n):
-        return -self.num(n.args[0])
-
-    def _op_mul(self, n):
-        a, b = n.args
-        va, vb = self.values(a), self.values(b)
-        if va is not None and (vb is None or len(va) <= len(vb)):
-            if len(va) == 1:
-                return self._real(next(iter(va))) * self.num(b)
-            other = self.named(self.num(b))
-            return self._split(a, lambda v: self._real(v) * other)
-        if vb is None:  # neither side has few values: split over the options one reads
-            side, rest = (b, a) if self.table(b) is not None else (a, b)
-            other = self.named(self.num(rest))
-            return self._split(side, lambda v: other * self._real(v))
-        if len(vb) == 1:
-            return self.num(a) * self._real(next(iter(vb)))
-        other = self.named(self.num(a))
-        return self._split(b, lambda v: other * self._real(v))
-
-    def _op_div(self, n):
-        a, b = n.args
-        vb = self.values(b)
-        if vb is not None and len(vb) == 1:
-            v = next(iter(vb))
-            return self.num(a) / self._real(v) if v != 0 else self._real(0)
-        top = self.named(self.num(a))
-        return self._split(b, lambda v: top / self._real(v) if v != 0 else self._real(0))
-
-    def _by_values(self, n, fn):
+    def by_values(self, n, fn):
         """A term whose value is fn(values of args): split over every combination."""
         sets = [self.values(a) for a in n.args]
         if any(s is None for s in sets):
-            raise self._error(n, f"'{n.op}' needs arguments with few possible values")
+            raise self.error(n, f"'{n.op}' needs arguments with few possible values")
         terms = [self.num(a) for a in n.args]
         parts = []
         for combo in itertools.product(*[sorted(s) for s in sets]):
-            guard = z3.And([t == self._real(v) for t, v in zip(terms, combo)])
+            guard = z3.And([t == self.real(v) for t, v in zip(terms, combo)])
             parts.append((guard, fn(*combo)))
         return parts
-
-    def _op_mod(self, n):
-        parts = self._by_values(n, lambda a, b: Fraction(0) if b == 0 else Fraction(a) % b)
-        return z3.Sum([z3.If(g, self._real(v), self._real(0)) for g, v in parts])
-
-    def _op_divisible(self, n):
-        parts = self._by_values(n, lambda a, b: b != 0 and Fraction(a) % b == 0)
-        return z3.Or([g for g, ok in parts if ok] or [self._bool(False)])
-
-    def _op_ceil(self, n):
-        return self._split(n.args[0], lambda v: self._real(math.ceil(v)))
-
-    def _op_floor(self, n):
-        return self._split(n.args[0], lambda v: self._real(math.floor(v)))
-
-    def _op_abs(self, n):
-        t = self.num(n.args[0])
-        return z3.If(t >= 0, t, -t)
-
-    def _op_min(self, n):
-        terms = [self.num(a) for a in n.args]
-        result = terms[0]
-        for t in terms[1:]:
-            result = z3.If(t < result, t, result)
-        return result
-
-    def _op_max(self, n):
-        terms = [self.num(a) for a in n.args]
-        result = terms[0]
-        for t in terms[1:]:
-            result = z3.If(t > result, t, result)
-        return result
-
-    def _op_if(self, n):
-        cond = self.term(n.args[0])
-        a, b = self.term(n.args[1]), self.term(n.args[2])
-        if isinstance(a, dict) or isinstance(b, dict):
-            a, b = _as_map(a), _as_map(b)
-            keys = list(dict.fromkeys(list(a) + list(b)))
-            return {k: z3.Or(z3.And(cond, a.get(k, False)), z3.And(z3.Not(cond), b.get(k, False)))
-                    for k in keys}
-        return z3.If(cond, a, b)
-
-    def _op_and(self, n):
-        return z3.And(self.term(n.args[0]), self.term(n.args[1]))
-
-    def _op_or(self, n):
-        return z3.Or(self.term(n.args[0]), self.term(n.args[1]))
-
-    def _op_implies(self, n):
-        return z3.Implies(self.term(n.args[0]), self.term(n.args[1]))
-
-    def _op_not(self, n):
-        return z3.Not(self.term(n.args[0]))
-
-    def _op_eq(self, n):
-        a, b = self.term(n.args[0]), self.term(n.args[1])
-        if isinstance(a, dict) or isinstance(b, dict):
-            a, b = _as_map(a), _as_map(b)
-            common = [z3.And(a[k], b[k]) for k in a if k in b]
-            return z3.Or(common) if common else self._bool(False)
-        return a == b
-
-    def _op_ne(self, n):
-        return z3.Not(self._op_eq(n))
-
-    def _op_lt(self, n):
-        return self.num(n.args[0]) < self.num(n.args[1])
-
-    def _op_le(self, n):
-        return self.num(n.args[0]) <= self.num(n.args[1])
-
-    def _op_gt(self, n):
-        return self.num(n.args[0]) > self.num(n.args[1])
-
-    def _op_ge(self, n):
-        return self.num(n.args[0]) >= self.num(n.args[1])
-
-    def _op_at_most_one(self, n):
-        return z3.AtMost(*[self.term(a) for a in n.args], 1)
-
-    def _op_exactly_one(self, n):
-        terms = [self.term(a) for a in n.args]
-        return z3.And(z3.AtMost(*terms, 1), z3.AtLeast(*terms, 1))
 
 
 def _nary(make, terms: list, ctx: z3.Context) -> z3.BoolRef:
@@ -461,25 +342,5 @@ def _nary(make, terms: list, ctx: z3.Context) -> z3.BoolRef:
     return z3.BoolRef(make(ctx.ref(), len(terms), array), ctx)
 
 
-def _as_map(term) -> dict:
-    return term if isinstance(term, dict) else {}
-
-
 def _capped(values: frozenset) -> frozenset | None:
     return values if len(values) <= MAX_VALUES else None
-
-
-_OP_NAMES = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "==": "eq",
-             "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-
-
-def _vdiv(a, b):
-    return Fraction(0) if b == 0 else Fraction(a) / b
-
-
-_VALUE_FNS = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _vdiv,
-    "neg": lambda a: -a, "min": lambda *a: min(a), "max": lambda *a: max(a),
-    "ceil": lambda a: Fraction(math.ceil(a)), "floor": lambda a: Fraction(math.floor(a)),
-    "abs": abs, "%": lambda a, b: Fraction(0) if b == 0 else Fraction(a) % b,
-}

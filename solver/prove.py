@@ -46,18 +46,18 @@ class Model:
                 self.parts[f"when:{option.key}"] = z3.Implies(
                     z3.Not(self.c.term(option.when)), default)
         self.memory = self._memory_total()
-        budget = self.c._real(problem.budget_bytes)
+        budget = self.c.real(problem.budget_bytes)
         self.parts["memory:fit"] = self.memory <= budget
         if problem.host_budget_bytes is not None:
             host = [self.c.num(t.expr) for t in problem.items(problem.kb.memory)
                     if t.location == "host"]
-            self.parts["memory:host_fit"] = z3.Sum(host or [self.c._real(0)]) <= \
-                self.c._real(problem.host_budget_bytes)
+            self.parts["memory:host_fit"] = z3.Sum(host or [self.c.real(0)]) <= \
+                self.c.real(problem.host_budget_bytes)
 
     def _memory_total(self):
         terms = [self.c.num(t.expr) for t in self.p.items(self.p.kb.memory)
                  if t.location == "gpu"]
-        return z3.Sum(terms) if terms else self.c._real(0)
+        return z3.Sum(terms) if terms else self.c.real(0)
 
     def time_per_work(self):
         """(sum of time terms / work) x each factor in turn: every step is a
@@ -71,19 +71,19 @@ class Model:
             if work is not None:
                 node = ir.Op("/", (node, work.expr), NUM, term.meta.span)
             per_work.append(self.c.num(node))
-        total = self.c.named(z3.Sum(per_work) if per_work else self.c._real(0))
+        total = self.c.named(z3.Sum(per_work) if per_work else self.c.real(0))
         factors = [t.expr for t in speed if t.kind == "factor"]
         for factor in factors:  # a chain: each step splits over one factor's table
             previous = self.c.named(total)
-            total = self.c._split(factor, lambda v, previous=previous: previous * self.c._real(v))
+            total = self.c.split(factor, lambda v, previous=previous: previous * self.c.real(v))
         return total
 
     def preference_scores(self) -> dict[int, Any]:
         tiers: dict[int, list] = {}
         for pref in self.p.items(self.p.kb.preferences):
             term = self.c.term(pref.expr)
-            weight = self.c._real(pref.weight)
-            score = z3.If(term, weight, self.c._real(0)) if z3.is_bool(term) else weight * term
+            weight = self.c.real(pref.weight)
+            score = z3.If(term, weight, self.c.real(0)) if z3.is_bool(term) else weight * term
             tiers.setdefault(pref.tier, []).append(score)
         return {tier: z3.Sum(scores) for tier, scores in sorted(tiers.items())}
 
