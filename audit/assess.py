@@ -12,6 +12,7 @@ from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
+from kbsolve.program.program import reads
 from kbsolve.program.query import config_facts, host_budget
 
 
@@ -93,51 +94,19 @@ class Context:
 
 
 def facts_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
-    """Facts read through lets, transitively."""
-    return _through_lets(kb, node, ir.facts_used)
+    """Facts read, directly and through lets, transitively (program/program.py's walker)."""
+    return reads(kb, node).facts
 
 
 def options_needed(kb: KnowledgeBase, node: ir.Node) -> set[str]:
-    """Options read through lets, transitively."""
-    return _through_lets(kb, node, ir.options_used)
-
-
-_NEEDED: dict[tuple, tuple] = {}  # (id(node), reader) -> (node, names), for the KB's life
+    """Options read, directly and through lets, transitively (memory sums not followed)."""
+    return reads(kb, node).options
 
 
 def needs(kb: KnowledgeBase, node: ir.Node) -> tuple[set[str], set[str]]:
     """(facts, options) a formula reads, directly or through lets."""
-    cached = _NEEDED.get((id(node), "both"))
-    if cached is not None and cached[0] is node:
-        return cached[1]
-    found = (ir.facts_used(node) | facts_needed(kb, node),
-             ir.options_used(node) | options_needed(kb, node))
-    _NEEDED[(id(node), "both")] = (node, found)
-    return found
-
-
-def _through_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:
-    cached = _NEEDED.get((id(node), used))
-    if cached is not None and cached[0] is node:
-        return cached[1]
-    found = _walk_lets(kb, node, used)
-    _NEEDED[(id(node), used)] = (node, found)
-    return found
-
-
-def _walk_lets(kb: KnowledgeBase, node: ir.Node, used) -> set[str]:
-    found: set[str] = set()
-    todo = list(ir.lets_used(node))
-    seen: set[str] = set()
-    while todo:
-        key = todo.pop()
-        if key in seen or key not in kb.lets:
-            continue
-        seen.add(key)
-        expr = kb.lets[key].expr
-        found |= used(expr)
-        todo += ir.lets_used(expr)
-    return found
+    found = reads(kb, node)
+    return found.facts, found.options
 
 
 def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
@@ -165,12 +134,10 @@ def build_context(kb: KnowledgeBase, framework: str, user: dict[str, Any],
             continue
         context.assignment[option.key] = option.default
         if option.source_expr is not None and \
-                not (facts_needed(kb, option.source_expr) |
-                     ir.facts_used(option.source_expr)) - facts.keys():
+                not facts_needed(kb, option.source_expr) - facts.keys():
             derived.append(option)
     evaluator = Evaluator(kb, framework, facts)
-    for option in sorted(derived, key=lambda o: bool(options_needed(kb, o.source_expr) |
-                                                    ir.options_used(o.source_expr))):
+    for option in sorted(derived, key=lambda o: bool(options_needed(kb, o.source_expr))):
         try:
             value = evaluator.run(option.source_expr, context.assignment)
         except KbError:

@@ -10,7 +10,7 @@ from kbsolve.audit.assess import Context, facts_needed, options_needed
 from kbsolve.audit.mapping import plain
 from kbsolve.results.audit import Fit, MemoryTerm
 from kbsolve.diagnostics import KbError
-from kbsolve.dsl.ir import FactRef, facts_used, options_used
+from kbsolve.dsl.ir import FactRef
 from kbsolve.program.metrics import measure
 from kbsolve.plan.report import band, gib
 
@@ -28,8 +28,8 @@ def fit_check(ctx: Context):
             None
     needed, read = set(), set()
     for term in terms:
-        needed |= facts_used(term.expr) | facts_needed(kb, term.expr)
-        read |= options_used(term.expr) | options_needed(kb, term.expr)
+        needed |= facts_needed(kb, term.expr)
+        read |= options_needed(kb, term.expr)
     absent = sorted(p for p in needed if p not in ctx.facts)
     odd = sorted(read & ctx.odd)
     if odd:  # never judged at a default the user did not write

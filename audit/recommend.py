@@ -61,7 +61,7 @@ def keeps_batch(ctx: Context, changes: dict[str, Any]) -> bool:
         return geometry_of(ctx.kb, ctx.framework, ctx.facts, ctx.assignment) == \
             geometry_of(ctx.kb, ctx.framework, ctx.facts, ctx.with_changes(changes))
     except KbError:
-        read = options_used(geometry.expr) | options_needed(ctx.kb, geometry.expr)
+        read = options_needed(ctx.kb, geometry.expr)
         return not read & changes.keys()
 
 

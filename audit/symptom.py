@@ -109,7 +109,7 @@ def _recipe_cures(est: Estimator) -> list[Effect]:
         for name in sorted(needs(kb, warning.expr)[1]):
             option = kb.options[name]
             if name in est.problem.choices or option.source_expr is None or \
-                    facts_needed(kb, option.source_expr) | ir.facts_used(option.source_expr):
+                    facts_needed(kb, option.source_expr):
                 continue
             try:
                 value = evaluator.run(option.source_expr, ctx.assignment)

@@ -497,10 +497,11 @@ class KnowledgeBase:
     roles: dict[str, Role] = field(default_factory=dict)  # scope.name -> role (roles.py)
 
     def __getstate__(self) -> dict:
-        """Pickled without the evaluator's caches (program/evaluate.py); LAZY_TABLES each
+        """Pickled without the evaluator's caches (program/evaluate.py) and the linked
+        Programs (program/program.py); LAZY_TABLES each
         as a pickle of its own (one never read since this KB was unpickled stays as read),
         SCOPED_TABLES as one pickle per scope (Scoped)."""
-        hidden = ("_evaluation", "_pickled", "_scoped")
+        hidden = ("_evaluation", "_linked", "_pickled", "_scoped")
         state = {k: v for k, v in self.__dict__.items() if k not in hidden}
         pending = self.__dict__.get("_pickled", {})
         for name in LAZY_TABLES:
@@ -552,7 +553,7 @@ class KnowledgeBase:
         if view is None:
             view = object.__new__(type(self))
             state = {k: v for k, v in self.__dict__.items()
-                     if k not in ("_evaluation", "_pickled", "_scoped")}
+                     if k not in ("_evaluation", "_linked", "_pickled", "_scoped")}
             state.update(scoped.tables(scoped.reads[framework]))
             if self.__dict__.get("_pickled"):
                 state["_pickled"] = dict(self.__dict__["_pickled"])  # its own, popped on use

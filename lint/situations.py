@@ -21,6 +21,7 @@ from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.program.facts import collect_facts
+from kbsolve.program.program import reads
 
 
 @dataclass
@@ -45,30 +46,20 @@ class _Reader:
 
     def __init__(self, kb: KnowledgeBase):
         self.kb = kb
-        self._let_dep: dict[str, bool] = {}
         self.facts: set[str] = set()
         self.parts: dict[int, ir.Node] = {}
 
     def depends_on_options(self, node: ir.Node) -> bool:
-        for n in ir.walk(node):
-            if isinstance(n, (ir.OptionRef, ir.MemorySum)):
-                return True
-            if isinstance(n, ir.LetRef) and self._let_depends(n.let):
-                return True
-        return False
-
-    def _let_depends(self, key: str) -> bool:
-        if key not in self._let_dep:
-            self._let_dep[key] = True  # cycles are refused by the checker; be safe anyway
-            self._let_dep[key] = self.depends_on_options(self.kb.lets[key].expr)
-        return self._let_dep[key]
+        """Whether `node` reads an option or a memory sum, directly or through lets."""
+        found = reads(self.kb, node)
+        return bool(found.options or found.sums)
 
     def read(self, node: ir.Node, seen: set[str] | None = None) -> None:
         seen = set() if seen is None else seen
         if not self.depends_on_options(node):
             if not isinstance(node, ir.Const):
                 self.parts[id(node)] = node
-            self._facts_below(node, seen)
+            self.facts |= reads(self.kb, node).facts
             return
         if isinstance(node, ir.LetRef) and node.let not in seen:
             seen.add(node.let)
@@ -80,14 +71,6 @@ class _Reader:
         elif isinstance(node, ir.Op):
             for arg in node.args:
                 self.read(arg, seen)
-
-    def _facts_below(self, node: ir.Node, seen: set[str]) -> None:
-        for n in ir.walk(node):
-            if isinstance(n, ir.FactRef):
-                self.facts.add(n.path)
-            elif isinstance(n, ir.LetRef) and n.let not in seen:
-                seen.add(n.let)
-                self._facts_below(self.kb.lets[n.let].expr, seen)
 
 
 @dataclass
@@ -132,20 +115,6 @@ def space(kb: KnowledgeBase, framework: str, nodes: list[ir.Node]) -> Space:
                                  (known.networks, nnames)):
                 mine.extend(n for n in theirs if n not in mine)
     return Space(reader, parts, list(found), list(found.values()), incomplete)
-
-
-def through_lets(kb: KnowledgeBase, node: ir.Node, pick, seen: set | None = None) -> set:
-    """pick(n) of every node n below `node`, following lets; None is skipped."""
-    seen = set() if seen is None else seen
-    found = set()
-    for n in ir.walk(node):
-        value = pick(n)
-        if value is not None:
-            found.add(value)
-        if isinstance(n, ir.LetRef) and n.let not in seen:
-            seen.add(n.let)
-            found |= through_lets(kb, kb.lets[n.let].expr, pick, seen)
-    return found
 
 
 def _fields(facts: set[str], group: str) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Iterator
 from kbsolve.diagnostics import Diagnostic, KbError, Note
 from kbsolve.dsl import ast, ir
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.lint.situations import through_lets
+from kbsolve.program.program import reads
 
 
 def every_formula(kb: KnowledgeBase) -> Iterator[ir.Node]:
@@ -67,8 +67,7 @@ def unemitted_options(kb: KnowledgeBase) -> list[Diagnostic]:
     for emit in kb.emits:
         for node in (emit.value, emit.when):
             if node is not None:
-                written |= through_lets(
-                    kb, node, lambda n: n.option if isinstance(n, ir.OptionRef) else None)
+                written |= reads(kb, node).options
     for framework in kb.frameworks.values():
         for launch in framework.launches:
             written |= {o.key for o in kb.options_of(framework.name)
@@ -85,8 +84,7 @@ def option_effects(kb: KnowledgeBase) -> dict[str, str]:
     command or a file condition), or, through `when` and `from`, an option that
     moves one. Options absent from the result move nothing."""
     def read(node) -> set[str]:
-        return through_lets(kb, node, lambda n: n.option if isinstance(n, ir.OptionRef)
-                            else None)
+        return reads(kb, node).options
     effects: dict[str, str] = {}
 
     def mark(keys, what: str) -> None:

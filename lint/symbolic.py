@@ -18,9 +18,10 @@ from kbsolve import roles
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.lint.situations import Space, space, through_lets
+from kbsolve.lint.situations import Space, space
 from kbsolve.solver.compile import Compiler
 from kbsolve.program.problem import build_problem
+from kbsolve.program.program import reads
 
 STAND_IN = "fact#"
 
@@ -152,8 +153,8 @@ class SymbolicModel:
 
 
 def _facts(kb: KnowledgeBase, node: ir.Node) -> set[str]:
-    return through_lets(kb, node, lambda n: n.path if isinstance(n, ir.FactRef) else None)
+    return reads(kb, node).facts
 
 
 def _options(kb: KnowledgeBase, node: ir.Node) -> set[str]:
-    return through_lets(kb, node, lambda n: n.option if isinstance(n, ir.OptionRef) else None)
+    return reads(kb, node).options

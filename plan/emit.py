@@ -26,6 +26,7 @@ from typing import Any
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl.kb import PLACEHOLDER, Framework, KnowledgeBase
 from kbsolve.plan.emit_folder import Emitted, write_folder
+from kbsolve.program.program import link
 from kbsolve.program.query import Query, resolve
 from kbsolve.plan.report import option_key, plain
 
@@ -64,8 +65,8 @@ def file_contents(kb: KnowledgeBase, plan) -> dict[str, Any]:
                     if value is None:
                         continue
             _put(outputs[emit.target], emit.key, plain(value), emit.target in flat)
-    for emit in kb.emits:
-        if emit.framework != problem.framework or emit.target not in outputs:
+    for emit in problem.program.emits:
+        if emit.target not in outputs:
             continue
         if emit.when is not None and not problem.evaluator.run(emit.when, assignment):
             continue
@@ -94,8 +95,9 @@ def fill_launch(kb: KnowledgeBase, framework: Framework, command: str) -> str:
 
 def _param_keys(kb: KnowledgeBase, framework: Framework) -> set[str]:
     params = {f.name for f in framework.files if f.kind == "params"}
-    return {e.key for e in kb.emits if e.framework == framework.name and e.target in params} | {
-        e.key for o in kb.options_of(framework.name) for e in o.emits if e.target in params}
+    program = link(kb, framework.name)
+    return {e.key for e in program.emits if e.target in params} | {
+        e.key for o in program.options for e in o.emits if e.target in params}
 
 
 def _native(value, option):
@@ -118,8 +120,9 @@ def _put(tree: dict, dotted: str, value, flat: bool = False) -> None:
 def write_files(kb: KnowledgeBase, plan, directory: str, force: bool = False) -> Emitted:
     framework = kb.frameworks[plan.framework]
     outputs = file_contents(kb, plan)
-    docs = {(e.target, e.key): e.meta.doc for e in kb.emits if e.framework == framework.name}
-    spans = {(e.target, e.key): e.meta.span for e in kb.emits if e.framework == framework.name}
+    emits = link(kb, framework.name).emits
+    docs = {(e.target, e.key): e.meta.doc for e in emits}
+    spans = {(e.target, e.key): e.meta.span for e in emits}
     texts: dict[str, list[str]] = {}
     shell: dict[str, dict[str, list]] = {}  # path -> kind -> lines (params: tuples)
     for spec in framework.files:

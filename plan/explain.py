@@ -18,7 +18,7 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from kbsolve.program.consent import consent_detail, optin_of
+from kbsolve.program.consent import consent_detail
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
@@ -263,7 +263,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         return Choice(**base, kind=kind, reasons=decisive + _too_big(problem, option, alt, n)
                       + rules)
     if worse_pref:
-        prefs = [reason(p) for p in problem.items(problem.kb.preferences)
+        prefs = [reason(p) for p in problem.program.preferences
                  if option.key in _option_refs(p.expr)]
         return Choice(**base, kind="preference", reasons=prefs or [Reason(
             rule="preference", detail="a soft preference or lower memory chose it")])
@@ -281,7 +281,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         return tie
     if coupled and not same:
         alt, n = coupled[0][0], coupled[0][1].exact
-        needs = ", ".join(r.split(".", 1)[1] for r in n.broken) or "an option's 'when'"
+        needs = ", ".join(map(problem.program.name, n.broken)) or "an option's 'when'"
         kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
         return Choice(**base, kind=kind, reasons=decisive + [Reason(
             rule="optimum", detail=f"{option.name}={shown(alt)} alone breaks {needs}")] + rules)
@@ -298,8 +298,9 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
 def _kept_without_consent(problem: Problem, option, blocked: dict) -> Reason | None:
     """The default kept because other values need the user's consent (an optin):
     None unless some alternative is ruled out by consent rules alone."""
-    optins = [optin_of(problem.kb, part.partition(":")[2]) for core in blocked.values()
-              if core and all(p.startswith("rule:") and optin_of(problem.kb, p[5:]) is not None
+    optin_of = problem.program.optin_of
+    optins = [optin_of(part.partition(":")[2]) for core in blocked.values()
+              if core and all(p.startswith("rule:") and optin_of(p[5:]) is not None
                               for p in core) for part in core]
     if not optins:
         return None
@@ -536,11 +537,11 @@ def _core_reasons(problem: Problem, blocked: dict[Any, list[str]], option=None,
             if kind == "rule" and name in ruled_out:
                 ruled_out[name].append(shown(alt))
             elif kind == "rule" and name not in found:
-                detail = consent_detail(problem.kb, name, shown(alt))
+                detail = consent_detail(problem.kb, problem.framework, name, shown(alt))
                 if not detail:
                     ruled_out[name] = [shown(alt)]
                 found[name] = reason(problem.rule(name), detail=detail)
-                optin = optin_of(problem.kb, name)
+                optin = problem.program.optin_of(name)
                 found[name].optin_group = optin.group if optin is not None else ""
             elif kind == "when" and part not in found:
                 opt = problem.kb.options[name]

@@ -135,7 +135,7 @@ def speed(problem: Problem, metrics: Metrics, assignment: dict[str, Any]) -> Spe
     step = metrics.step_time
     main = problem.throughput_work
     result = Speed(step_time_s=round(float(step), 6), step=main.meta.doc if main else "",
-                   terms={k.split(".", 1)[1]: round(float(v), 6)
+                   terms={problem.program.name(k): round(float(v), 6)
                           for k, v in {**metrics.times, **metrics.factors}.items()})
     if step <= 0:
         return result

@@ -114,7 +114,7 @@ def _core(problem, core: list[str]) -> list[Reason]:
         kind, _, name = part.partition(":")
         if kind == "rule":
             reasons.append(report.reason(problem.rule(name), detail=consent_detail(
-                problem.kb, name)))
+                problem.kb, problem.framework, name)))
         elif kind == "pin":
             option = problem.kb.options[name]
             reasons.append(Reason(rule=f"pin:{option.name}", detail=problem.pin_detail(name)))
@@ -225,7 +225,8 @@ def _alternatives(problem, outcome: Outcome, query: Query, explanations,
         slower = float((other.time_per_work / best.time_per_work - 1) * 100) \
             if best.time_per_work else 0.0
         found.append(Alternative(
-            changes={k.split(".", 1)[1]: report.plain(v) for k, v in sorted(changes.items())},
+            changes={problem.program.name(k): report.plain(v)
+                     for k, v in sorted(changes.items())},
             speed_delta_pct=round(slower, 2),
             memory_delta_gib=report.gib(other.levels["device"] - best.levels["device"])))
     return found

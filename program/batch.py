@@ -10,6 +10,7 @@ from kbsolve import roles
 from kbsolve.dsl.ir import options_used
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.evaluate import Evaluator
+from kbsolve.program.program import link
 
 def batch_options(kb: KnowledgeBase, framework: str) -> set[str]:
     """The options the framework's batch geometry names itself (not through lets)."""
@@ -23,5 +24,5 @@ def geometry_of(kb: KnowledgeBase, framework: str, facts: dict, assignment: dict
     geometry = roles.let(kb, framework, "batch_geometry")
     if geometry is None:
         return None
-    defaults = {o.key: o.default for o in kb.options.values() if o.framework == framework}
+    defaults = {o.key: o.default for o in link(kb, framework).options}
     return Evaluator(kb, framework, facts).run(geometry.expr, {**defaults, **assignment})

@@ -7,10 +7,11 @@ from typing import Any, Iterable
 
 from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase, OptIn, Rule
+from kbsolve.program.program import link
 
 
 def optins(kb: KnowledgeBase, framework: str) -> list[OptIn]:
-    return [o for _, o in sorted(kb.optins.items()) if o.framework == framework]
+    return list(link(kb, framework).optins)
 
 
 def allowed(kb: KnowledgeBase, framework: str, names: Iterable[str]) -> frozenset[str]:
@@ -47,10 +48,10 @@ def waived(kb: KnowledgeBase, optin: OptIn, evaluator, pins: dict[str, Any]) -> 
         return False
     import itertools
     import math
-    base = {o.key: o.default for o in kb.options.values() if o.framework == optin.framework}
+    program = link(kb, optin.framework)
+    base = {o.key: o.default for o in program.options}
     base.update(pins)
-    from kbsolve.program.evaluate import options_read
-    free = sorted(k for k in options_read(kb, optin.expr)
+    free = sorted(k for k in program.reads[("optins", optin.key)].options
                   if k not in pins and kb.options[k].domain is not None)
     domains = [kb.options[k].domain for k in free]
     if math.prod(len(d) for d in domains) > WAIVER_LIMIT:
@@ -75,17 +76,9 @@ def needs_consent(kb: KnowledgeBase, framework: str, evaluator, assignment: dict
             and evaluator.run(o.expr, assignment)]
 
 
-def optin_of(kb: KnowledgeBase, rule_key: str) -> OptIn | None:
-    """The optin a consent rule ('framework.ALLOW_name') stands for."""
-    framework, _, rule_id = rule_key.partition(".")
-    if not rule_id.startswith("ALLOW_"):
-        return None
-    return kb.optins.get(f"{framework}.{rule_id.removeprefix('ALLOW_')}")
-
-
-def consent_detail(kb: KnowledgeBase, rule_key: str, value: str = "") -> str:
+def consent_detail(kb: KnowledgeBase, framework: str, rule_key: str, value: str = "") -> str:
     """How a consent rule reads in an explanation ('' for other rules)."""
-    found = optin_of(kb, rule_key)
+    found = link(kb, framework).optin_of(rule_key)
     if found is None:
         return ""
     what = f"{value} is" if value else "it is"

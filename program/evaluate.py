@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
+from kbsolve.program import program as _walker
 from kbsolve.program.operators import OPERATORS
 
 Env = tuple  # (assignment, facts, memo for this run, store for this evaluator)
@@ -139,35 +140,19 @@ def _let(kb: KnowledgeBase, key: str):
 # values of two types (1 and Fraction(1)) may miss, and are computed again.
 
 
-def _let_options(kb: KnowledgeBase, key: str) -> set[str]:
+def _let_options(kb: KnowledgeBase, key: str) -> frozenset[str]:
     """The options a let reads, through the lets it reads."""
-    return options_read(kb, kb.lets[key].expr, {key})
+    return options_read(kb, kb.lets[key].expr)
 
 
-def options_read(kb: KnowledgeBase, root: ir.Node, seen: set | None = None) -> set[str]:
-    """The options a node reads, through lets and memory sums."""
-    return _reads(kb, root, ir.OptionRef, set() if seen is None else seen, sums=True)
+def options_read(kb: KnowledgeBase, root: ir.Node) -> frozenset[str]:
+    """The options a node reads, through lets and memory sums (program/program.py's walker)."""
+    return _walker.options_read(kb, root)
 
 
-def facts_read(kb: KnowledgeBase, root: ir.Node) -> set[str]:
+def facts_read(kb: KnowledgeBase, root: ir.Node) -> frozenset[str]:
     """The facts a node reads, through lets (memory sums excluded)."""
-    return _reads(kb, root, ir.FactRef, set(), sums=False)
-
-
-def _reads(kb: KnowledgeBase, root: ir.Node, kind: type, seen: set, sums: bool) -> set[str]:
-    used: set[str] = set()
-    stack = [root]
-    while stack:
-        for node in ir.walk(stack.pop()):
-            if isinstance(node, kind):
-                used.add(node.option if kind is ir.OptionRef else node.path)
-            elif isinstance(node, ir.LetRef) and node.let not in seen:
-                seen.add(node.let)
-                stack.append(kb.lets[node.let].expr)
-            elif sums and isinstance(node, ir.MemorySum):
-                stack += [t.expr for t in kb.memory.values() if t.framework == node.framework
-                          and t.level == node.level and t.location == "gpu"]
-    return used
+    return _walker.facts_read(kb, root)
 
 
 def _divide(node: ir.Op, quotient, a, b):

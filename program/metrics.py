@@ -69,7 +69,7 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     memory, host = {}, {}
     order = memory_levels(problem.kb)
     levels = {level: Fraction(0) for level in order}
-    for term in sorted(problem.items(problem.kb.memory), key=lambda t: order.index(t.level)):
+    for term in sorted(problem.program.memory, key=lambda t: order.index(t.level)):
         value = Fraction(run(term.expr))
         if term.location == "host":
             host[f"{term.framework}.{term.name}"] = value
@@ -79,24 +79,24 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     for inner, outer in zip(order, order[1:]):  # each level includes the ones inside it
         levels[outer] += levels[inner]
     times, factors = {}, {}
-    for term in problem.items(problem.kb.speed):
+    for term in problem.program.speed:
         value = Fraction(run(term.expr))
         (times if term.kind == "time" else factors)[f"{term.framework}.{term.name}"] = value
     step = sum(times.values(), Fraction(0))
     for factor in factors.values():
         step *= factor
     work = {f"{t.framework}.{t.name}": Fraction(run(t.expr)) for t in
-            problem.items(problem.kb.work)}
+            problem.program.work}
     main = problem.throughput_work
     first = work[f"{main.framework}.{main.name}"] if main else Fraction(1)
     tpw = step / first if first else step
     prefs: dict[int, Fraction] = {}
-    for pref in problem.items(problem.kb.preferences):
+    for pref in problem.program.preferences:
         value = run(pref.expr)
         score = (pref.weight if value else 0) if isinstance(value, bool) else \
             pref.weight * Fraction(value)
         prefs[pref.tier] = prefs.get(pref.tier, Fraction(0)) + score
-    warnings = [f"{w.framework}.{w.id}" for w in problem.items(problem.kb.warnings)
+    warnings = [f"{w.framework}.{w.id}" for w in problem.program.warnings
                 if _fires(run, w.expr)]
     defaults = sum(1 for key in problem.choices
                    if assignment[key] == problem.kb.options[key].default)

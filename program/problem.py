@@ -13,6 +13,7 @@ from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.ir import facts_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.evaluate import Evaluator, facts_read, options_read
+from kbsolve.program.program import TABLES, Program, link
 
 MAX_RANGE_CHOICES = 256
 
@@ -46,14 +47,19 @@ class Problem:
             return f"{option.name}={shown}: --task {shown}"
         return f"you set {option.name}={shown}"
 
+    @functools.cached_property
+    def program(self) -> Program:
+        """The framework's linked program (built once per KB and framework)."""
+        return link(self.kb, self.framework)
+
     @property
     def rules(self) -> list:
         """The framework's rules, then one per optin that needs consent."""
-        return self.items(self.kb.rules) + list(self.consent)
+        return [*self.program.rules, *self.consent]
 
     def rule(self, key: str):
         """A rule by 'framework.id', consent rules included."""
-        found = self.kb.rules.get(key)
+        found = self.program.get("rules", key)
         if found is None:
             found = next((r for r in self.consent if f"{r.framework}.{r.id}" == key), None)
         if found is None:
@@ -66,24 +72,22 @@ class Problem:
         return Evaluator(self.kb, self.framework, self.facts)
 
     def items(self, table: dict) -> list:
-        """The framework's entries of a KB table, by key (sorted once per problem:
-        a plan asks for the same few tables hundreds of times; the KB is frozen)."""
-        cache = self.__dict__.setdefault("_items", {})
-        found = cache.get(id(table))
-        if found is None or found[0] is not table:
-            found = (table, [v for k, v in sorted(table.items())
-                             if v.framework == self.framework])
-            cache[id(table)] = found
-        return list(found[1])
+        """The framework's entries of a KB table (one of program.TABLES), by key: the
+        Program's (`problem.program.memory` reads the same without the look-up)."""
+        known = self.kb.__dict__
+        for name in TABLES:
+            if known.get(name) is table:
+                return list(self.program.table(name))
+        raise ValueError("not a table of the KB's frameworks")
 
     @property
     def options(self) -> list[Option]:
-        return self.items(self.kb.options)
+        return list(self.program.options)
 
     @property
     def throughput_work(self):
         """The work term speed is measured in: the first plain count (tokens, samples)."""
-        counts = [w for w in self.items(self.kb.work) if w.expr.type.dim == (0, 0, 0)]
+        counts = [w for w in self.program.work if w.expr.type.dim == (0, 0, 0)]
         return counts[0] if counts else None
 
 
@@ -92,7 +96,8 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
     evaluator = Evaluator(kb, framework, facts)
     fixed: dict[str, Any] = {}
     choices: dict[str, tuple] = {}
-    options = {o.key: o for o in kb.options.values() if o.framework == framework}
+    program = link(kb, framework)
+    options = {o.key: o for o in program.options}
     for key, value in pins.items():
         if key not in options:
             raise KbError(Diagnostic(f"unknown option '{key.split('.', 1)[1]}' for {framework}"))
@@ -112,7 +117,7 @@ def build_problem(kb: KnowledgeBase, framework: str, facts: dict[str, Any],
                                                              int(option.high) + 1))
         else:
             fixed[key] = option.default
-    for key in sorted(set(choices) - _relevant(kb, framework) - set(pins)):
+    for key in sorted(set(choices) - program.relevant - set(pins)):
         fixed[key] = options[key].default  # nothing depends on it: the default wins the tie
         del choices[key]
     budget = facts.get("gpu.memory_gib", Fraction(0)) * (1 - Fraction(facts.get(
@@ -127,12 +132,13 @@ def unset_values(problem: Problem) -> dict[str, Any]:
     that also reads the query or the hardware judges the user's config: it stays."""
     values: dict[str, Any] = {}
     base = {**{o.key: o.default for o in problem.options}, **problem.fixed, **problem.pinned}
+    program = problem.program
+    reads = [(r, program.reads[("rules", f"{r.framework}.{r.id}")]) for r in program.rules]
+    readers = [(r, read) for r, read in reads if all(f.startswith("model.") for f in read.facts)]
     for key, choices in problem.choices.items():
         if key in problem.pinned:
             continue
-        own = [r for r in problem.items(problem.kb.rules)
-               if options_read(problem.kb, r.constraint) == {key} and all(
-                   f.startswith("model.") for f in facts_read(problem.kb, r.constraint))]
+        own = [r for r, read in readers if read.options == {key}]
         run = problem.evaluator.run
         allowed = [v for v in choices if all(run(r.constraint, {**base, key: v}) for r in own)]
         default = problem.kb.options[key].default
@@ -195,27 +201,6 @@ def _nearby(value, ranks) -> list[int]:
     return [v for v in found if v != centre][:48]
 
 
-def _relevant(kb: KnowledgeBase, framework: str) -> set[str]:
-    """Options that some rule, term or preference reads, through lets and the
-    `when` of options so read. The others cannot change the objective, except
-    the count of defaults kept, which their default already maximises."""
-    mine = [t for table in (kb.memory, kb.speed, kb.work, kb.preferences)
-            for t in table.values() if t.framework == framework]
-    roots = [r.constraint for r in kb.rules.values() if r.framework == framework]
-    roots += [t.expr for t in mine]
-    used: set[str] = set()
-    for root in roots:
-        used |= options_read(kb, root)
-    pending = list(used)
-    while pending:  # the `when` of an option that matters matters too
-        option = kb.options.get(pending.pop())
-        if option is not None and option.when is not None:
-            new = options_read(kb, option.when) - used
-            used |= new
-            pending += new
-    return used
-
-
 def _task_pin(kb: KnowledgeBase, framework: str, pins: dict[str, Any]) -> dict[str, Any]:
     """The task option's value (a query always pins it, else its default)."""
     task = kb.frameworks[framework].task_option if framework in kb.frameworks else None
@@ -250,13 +235,12 @@ def parse_pin(kb: KnowledgeBase, framework: str, text: str) -> tuple[str, Any]:
     key = f"{framework}.{name}"
     option = kb.options.get(key) or _by_emitted_key(kb, framework, name)
     if option is None:
-        by_alias = {a.old: o for o in kb.options.values() if o.framework == framework
-                    for a in o.aliases}
+        by_alias = {a.old: o for o in link(kb, framework).options for a in o.aliases}
         if name in by_alias:
             real = by_alias[name]
             raise KbError(Diagnostic(f"--set {name}: the real option is '{real.name}' "
                                      f"({next(a.note for a in real.aliases if a.old == name)})"))
-        names = [o.name for o in kb.options.values() if o.framework == framework]
+        names = [o.name for o in link(kb, framework).options]
         raise KbError(Diagnostic(f"--set {name}: unknown option of {framework}"
                                  f"{did_you_mean(name, names)}"))
     value = _pin_value(option, name, raw, kb)
@@ -270,7 +254,7 @@ def parse_pin(kb: KnowledgeBase, framework: str, text: str) -> tuple[str, Any]:
 def _by_emitted_key(kb: KnowledgeBase, framework: str, name: str) -> Option | None:
     """The option that writes key `name` (the key a plan's table shows), when only one
     option of the framework writes it: `distributed_type` for the accelerate file's."""
-    found = {o.key: o for o in kb.options_of(framework) for e in o.emits if e.key == name}
+    found = {o.key: o for o in link(kb, framework).options for e in o.emits if e.key == name}
     return next(iter(found.values())) if len(found) == 1 else None
 
 

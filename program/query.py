@@ -17,6 +17,7 @@ from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program.facts import collect_facts, gpu_by_name, parse_gpus
 from kbsolve.program.batch import batch_options, geometry_of
 from kbsolve.program.consent import allowed, consent_rules
+from kbsolve.program.program import link
 from kbsolve.program.problem import (Problem, build_problem, check_satisfiable, fact_binding,
                                     parse_pin, pin_note)
 
@@ -174,7 +175,7 @@ def _shape_option(kb: KnowledgeBase, framework: str, fact: str, option) -> bool:
     """Whether `option` is the one a --set routes to `fact`: the only option bound to
     it, or, when several are (training and evaluation frames), the one the KB's audit
     data names as the training shape (kb/<framework>/audit.yaml `shape`)."""
-    bound = [o for o in kb.options_of(framework) if fact_binding(kb, o) == fact]
+    bound = [o for o in link(kb, framework).options if fact_binding(kb, o) == fact]
     if len(bound) == 1:
         return True
     from kbsolve.program.repo_files import audit_data
@@ -188,7 +189,7 @@ def _batch_from_pins(kb, framework, facts, pins, notes) -> None:
         return
     value = geometry_of(kb, framework, facts, pins)
     facts["query.global_batch"] = Fraction(value)
-    names = ", ".join(sorted(k.split(".", 1)[1] for k in options))
+    names = ", ".join(sorted(link(kb, framework).name(k) for k in options))
     notes.append(f"global batch {value}: from your {names} (--global-batch changes it)")
 
 

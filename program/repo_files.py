@@ -15,6 +15,7 @@ from typing import Any
 
 from kbsolve.diagnostics import Diagnostic, KbError, SourceCache, Span, did_you_mean
 from kbsolve.dsl.kb import KnowledgeBase, Option
+from kbsolve.program.program import link
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -343,7 +344,7 @@ def _option(kb: KnowledgeBase, framework: str, name, fail, at: tuple) -> str:
     key = f"{framework}.{name}"
     if key not in kb.options:
         raise fail(f"'{name}' is not an option of {framework}"
-                   f"{did_you_mean(str(name), [o.name for o in kb.options_of(framework)])}", at)
+                   f"{did_you_mean(str(name), [o.name for o in link(kb, framework).options])}", at)
     return key
 
 

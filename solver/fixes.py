@@ -31,14 +31,14 @@ def allow_optins(model: Model, core: list[str] | None = None) -> list[Fix]:
     further fix once every consent rule of the core must be kept, for the same
     reason). The last question asked of the model's Z3 context: skipping it changes
     no later one."""
-    from kbsolve.program.consent import optin_of
+    optin_of = model.p.program.optin_of
     consent = {name: part for name, part in model.parts.items()
-               if name.startswith("rule:") and optin_of(model.p.kb, name[5:]) is not None}
+               if name.startswith("rule:") and optin_of(name[5:]) is not None}
     if core is not None and not consent.keys() & set(core):
         return []
     fixes = []
     for dropped in _smallest_drops(model, consent, core):
-        names = [optin_of(model.p.kb, n[5:]).name for n in dropped]
+        names = [optin_of(n[5:]).name for n in dropped]
         fixes.append(Fix(kind="allow", allow=names,
                          description=f"pass --allow {','.join(names)}"))
     return fixes

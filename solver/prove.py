@@ -49,13 +49,13 @@ class Model:
         budget = self.c.real(problem.budget_bytes)
         self.parts["memory:fit"] = self.memory <= budget
         if problem.host_budget_bytes is not None:
-            host = [self.c.num(t.expr) for t in problem.items(problem.kb.memory)
+            host = [self.c.num(t.expr) for t in problem.program.memory
                     if t.location == "host"]
             self.parts["memory:host_fit"] = z3.Sum(host or [self.c.real(0)]) <= \
                 self.c.real(problem.host_budget_bytes)
 
     def _memory_total(self):
-        terms = [self.c.num(t.expr) for t in self.p.items(self.p.kb.memory)
+        terms = [self.c.num(t.expr) for t in self.p.program.memory
                  if t.location == "gpu"]
         return z3.Sum(terms) if terms else self.c.real(0)
 
@@ -63,7 +63,7 @@ class Model:
         """(sum of time terms / work) x each factor in turn: every step is a
         named term split over one factor's small table, never over the values
         of the whole product."""
-        speed = self.p.items(self.p.kb.speed)
+        speed = self.p.program.speed
         work = self.p.throughput_work
         per_work = []
         for term in (t for t in speed if t.kind == "time"):
@@ -80,7 +80,7 @@ class Model:
 
     def preference_scores(self) -> dict[int, Any]:
         tiers: dict[int, list] = {}
-        for pref in self.p.items(self.p.kb.preferences):
+        for pref in self.p.program.preferences:
             term = self.c.term(pref.expr)
             weight = self.c.real(pref.weight)
             score = z3.If(term, weight, self.c.real(0)) if z3.is_bool(term) else weight * term
