@@ -37,16 +37,25 @@ def link(expr, k: int):
     options as it does (their memo could not hit where its own missed) and
     read through their own bound() (its memo) elsewhere. The arrays, places,
     strides and settled values are the maker's arguments, so the source
-    depends only on the expression's shape, and a shape is compiled once."""
-    writer = _Writer(k, expr)
+    depends only on the expression's shape, and a shape is compiled once.
+
+    The parts that do not read the level's last place (hoisted: see
+    _Writer.emit) are found once per value of the places before it and kept:
+    the search sets that place to each of its values in turn (a node's
+    children), and only the parts that read it are found again."""
+    writer = _Writer(k, expr, hoist=True)
     lo, hi = writer.emit(expr, 2)
+    if writer.hoisted_reads < HOIST_MIN:  # too little kept to pay for its look-up
+        writer = _Writer(k, expr, hoist=False)
+        lo, hi = writer.emit(expr, 2)
     if writer.maybe_unknown(expr):
         writer.line(2, f"return None if {lo} is None else ({lo}, {hi})")
     else:
         writer.line(2, f"return ({lo}, {hi})")
+    head = writer.head()  # before the names: its places are consts too
     names = ", ".join(["interval", "_inf", "_MISS"] + [f"c{i}" for i in range(len(writer.consts))])
-    source = f"def make({names}):\n    def linked(k, idx):\n" + "\n".join(writer.lines) + \
-        "\n    return linked\n"
+    source = f"def make({names}):\n" + writer.kept() + "    def linked(k, idx):\n" + \
+        "\n".join(head + writer.lines) + "\n    return linked\n"
     maker = _MADE.get(source)
     if maker is None:
         namespace: dict = {}
@@ -57,17 +66,55 @@ def link(expr, k: int):
     return maker(interval, math.inf, T._MISS, *writer.consts)
 
 
+HOIST_MIN = 2  # reads (table levels with places set, memos) worth keeping per prefix
+HOIST_KEPT = 256  # prefixes kept per linked level (then forgotten, all at once)
+
+
 class _Writer:
-    def __init__(self, k: int, root):
+    def __init__(self, k: int, root, hoist: bool = False):
         self.k = k
         self.root = root
         self.lines: list[str] = []
         self.consts: list = []
         self.names = 0
         self._unknown: dict[int, bool] = {}
+        # hoisting: the root's last set place (its children's place in a search),
+        # the code that does not read it (self.pre) and the names it leaves
+        j = bisect.bisect_left(root._places, k)
+        self.last = root._places[j - 1] if hoist and j else None
+        self.prefix = root._places[:j - 1] if j else ()
+        self.pre: list[str] = []
+        self.exported: list[str] = []
+        self.hoisted_reads = 0
+        self._out = self.lines
 
     def line(self, depth: int, text: str) -> None:
-        self.lines.append("    " * depth + text)
+        self._out.append("    " * depth + text)
+
+    def kept(self) -> str:
+        """The maker's store of hoisted values, by the prefix's values."""
+        return "    _kept = {}\n" if self.exported else ""
+
+    def head(self) -> list[str]:
+        """linked()'s first lines: the hoisted values for this prefix, found
+        (self.pre) where not kept yet."""
+        if not self.exported:
+            return []
+        places = [f"idx[{self.const(p)}]" for p in self.prefix]
+        key = "(" + "".join(p + ", " for p in places) + ")"
+        names = "".join(n + ", " for n in self.exported)
+        return ["        _key = " + key,
+                "        _got = _kept.get(_key)",
+                "        if _got is None:",
+                *["    " + line for line in self.pre],
+                f"            _got = ({names})",
+                f"            if len(_kept) >= {HOIST_KEPT}: _kept.clear()",
+                "            _kept[_key] = _got",
+                f"        {names}= _got"]
+
+    def _reads_last(self, cell) -> bool:
+        places = cell._search_deps if isinstance(cell, T.Table) else cell._places
+        return self.last in places
 
     def fresh(self, stem: str) -> str:
         self.names += 1
@@ -93,6 +140,27 @@ class _Writer:
 
     # ---- one node: code at `depth` that leaves its range in two names (None, None: UNKNOWN)
     def emit(self, cell, depth: int) -> tuple[str, str]:
+        """A cell that does not read the last place, met where the code runs
+        on every call (depth 2: not inside a branch of an `if` or a guard), is
+        hoisted: written into self.pre, its range kept per prefix. Its value
+        depends only on the places before the last (a table's level reads
+        only set places, a smaller expression's memo is keyed by them), so
+        the kept value is the one the code would find again."""
+        if self.last is not None and depth == 2 and self._out is self.lines and \
+                cell is not self.root and not self._reads_last(cell):
+            self._out = self.pre
+            try:
+                lo, hi = self._emit(cell, depth)
+            finally:
+                self._out = self.lines
+            for name in (lo, hi):
+                if name not in self.exported and name != "None" and \
+                        not (name[0] == "c" and name[1:].isdigit()):
+                    self.exported.append(name)
+            return lo, hi
+        return self._emit(cell, depth)
+
+    def _emit(self, cell, depth: int) -> tuple[str, str]:
         if isinstance(cell, T.Table):
             return self._table(cell, depth)
         if cell is not self.root and len(cell._places) < len(self.root._places):
@@ -132,6 +200,7 @@ class _Writer:
     def _read(self, array, listed: bool, at: str, depth: int) -> str:
         name = self.fresh("v")
         source = self.const(array)
+        self.hoisted_reads += self._out is self.pre
         self.line(depth, f"{name} = {source}[{at}]" if listed else
                   f"{name} = {source}.item({at})")
         return name
@@ -255,6 +324,7 @@ class _Writer:
                 return "None", "None"
             return self.const(found[0]), self.const(found[1])
         r, key = self.fresh("r"), self.fresh("key")
+        self.hoisted_reads += self._out is self.pre
         if cell._memo is None:
             self.line(depth, f"{r} = {self.const(cell)}.bound(k, idx)")
         else:

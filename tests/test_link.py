@@ -81,3 +81,49 @@ def test_walk_and_link_agree_on_unknown_and_settled_cells():
     assert link(root, 2)(2, [1, 2]) == (6.0, 6.0)
     assert link(root, 2)(2, [0, 2]) == (4.0, 4.0)
     assert link(root, 0)(0, [0, 0]) == (1.0, 6.0)  # the test unknown: both branches
+
+
+def test_hoisted_parts_are_kept_per_prefix_and_read_back_exactly():
+    """At the level where all three options are set, the parts that do not read
+    the last one (place 2) are found once per value of places 0 and 1 and kept;
+    the search's pattern (place 2 set to each value in turn, then another
+    prefix, then the first one again) reads the walk's ranges every time."""
+    a = tables.Table((0,), (3,), np.array([1.0, 2.0, 4.0]), "num", False)
+    b = tables.Table((1,), (2,), np.array([0.5, 8.0]), "num", False)
+    ab = tables.Table((0, 1), (3, 2), np.array([[1.0, 3.0], [5.0, 7.0], [9.0, 11.0]]), "num",
+                      False)
+    c = tables.Table((2,), (4,), np.array([1.0, -2.0, 0.25, 3.0]), "num", False)
+    root = tables.Expr("*", [tables.Expr("sum", [a, ab, c], "num", False),
+                             tables.Expr("sum", [b, a], "num", False)], "num", False)
+    cells = {}
+    root.tables(cells)
+    for cell in [root, *cells.values()]:
+        cell.prepare([0, 1, 2], [np.ones(3, bool), np.ones(2, bool), np.ones(4, bool)])
+    from kbsolve.program import link as link_module
+    writer = link_module._Writer(3, root, hoist=True)
+    writer.emit(root, 2)
+    assert writer.last == 2 and writer.prefix == (0, 1)
+    assert writer.hoisted_reads >= link_module.HOIST_MIN and writer.exported
+    fn = link(root, 3)
+    j = bisect.bisect_left(root._places, 3)
+    for prefix in ([0, 0], [2, 1], [0, 0], [1, 1]):
+        for last in range(4):
+            idx = prefix + [last]
+            assert _same(fn(3, idx), root._walked(j, 3, idx)), idx
+
+
+def test_a_level_with_too_little_to_hoist_is_linked_plainly():
+    a = tables.Table((0,), (2,), np.array([1.0, 2.0]), "num", False)
+    c = tables.Table((1,), (2,), np.array([3.0, 5.0]), "num", False)
+    root = tables.Expr("*", [a, c], "num", False)
+    cells = {}
+    root.tables(cells)
+    for cell in [root, *cells.values()]:
+        cell.prepare([0, 1], [np.ones(2, bool), np.ones(2, bool)])
+    from kbsolve.program import link as link_module
+    writer = link_module._Writer(2, root, hoist=True)
+    writer.emit(root, 2)
+    assert writer.hoisted_reads < link_module.HOIST_MIN  # one table read: not worth a store
+    fn = link(root, 2)
+    for idx in ([0, 0], [0, 1], [1, 0], [1, 1]):
+        assert _same(fn(2, idx), root._walked(2, 2, idx))

@@ -92,3 +92,29 @@ def test_every_alternative_differs_visibly(kb, fields):
     assert plan.alternatives
     for alt in plan.alternatives:
         assert abs(alt.speed_delta_pct) >= 0.05 or abs(alt.memory_delta_gib) >= 0.005, alt
+
+
+def test_the_collector_is_paused_while_a_search_runs_and_restored_after(kb, monkeypatch):
+    import gc
+
+    from kbsolve.solver import search as search_module
+    seen = []
+    inner = search_module.Search._run
+
+    def watched(self, *args):
+        seen.append(gc.isenabled())
+        return inner(self, *args)
+
+    monkeypatch.setattr(search_module.Search, "_run", watched)
+    search = Search(_problem(kb, {"gpus": "8xA100", "model": "qwen3-8b"}))
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        assert search.run(budget=200).nodes > 0
+        assert gc.isenabled()  # enabled again after
+        gc.disable()
+        search.run(budget=200)
+        assert not gc.isenabled()  # a caller's paused collector stays paused
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen and not any(seen)
