@@ -127,7 +127,10 @@ LOSS_16BIT = {"qwen-finetune", "deepspeed-chat"}
 # finetune/ds_config_zero2.json (QwenLM/Qwen@af22d5e0): reduce_bucket_size 2e8, overlap_comm
 # true; DeepSpeed-Chat's utils/ds_utils.py get_train_ds_config sets neither: DeepSpeed's
 # defaults, 5e8 and overlap off below stage 3 (deepspeed/runtime/zero/config.py @077e42e6).
-ZERO_BUCKETS = {"qwen-finetune": 2 * 200_000_000, "deepspeed-chat": 500_000_000}
+# LlamaFactory's examples/deepspeed/ds_z2_config.json (hiyouga/LlamaFactory@ff6d4d12):
+# reduce_bucket_size 5e8, overlap_comm false: one bucket.
+ZERO_BUCKETS = {"qwen-finetune": 2 * 200_000_000, "deepspeed-chat": 500_000_000,
+                "llamafactory": 500_000_000}
 
 
 # Scripts that wrap with FSDP1 (FullyShardedDataParallel, limit_all_gathers on: the option fsdp1):
@@ -430,6 +433,8 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     if out["precision"] in ("bf16-mixed", "fp16-mixed") and sharding != "none" and (
             script(row) in OWN_MIXED_PRECISION or row.get("distributed", "").startswith("zero")):
         out["fsdp_mixed_precision"] = "true"
+    if sharding != "none" and row.get("distributed", "").startswith("zero"):
+        out["deepspeed_zero"] = "true"  # DeepSpeed's ZeRO optimizer, not FSDP
     out["packing"] = "false" if row.get("packing") is False else "true"
     out["compile"] = "true" if row.get("compile") is True else "false"
     if row["method"] == "dora":
