@@ -163,6 +163,18 @@ TORCHAO_01_COMMITS = ("5b0dc57", "0914d5cfb", "20747cd87", "135cf2ef0")
 OWN_MIXED_PRECISION = {"torchtitan", "fms-fsdp", "llm-foundry", "nemo-automodel", "peft-sft"}
 
 
+# bitsandbytes double quantization where a QLoRA row does not state it: the script's own
+# setting (the option's default is transformers' BitsAndBytesConfig's, off).
+# ms-swift 1.x SftArguments (modelscope/ms-swift@46922151 swift/llm/utils/argument.py:
+# bnb_4bit_use_double_quant: bool = True); fms-acceleration's bnb plugin, which the
+# 'baseline-peft-bnb' runs load through (plugins/accelerated-peft/.../framework_plugin_bnb.py
+# BNBAccelerationPlugin.model_loader: bnb_4bit_use_double_quant=True); axolotl's loader
+# (src/axolotl/loaders/model.py: "bnb_4bit_use_double_quant": True, @067b021c); LlamaFactory's
+# double_quantization (hparams/model_args.py: default True, @ff6d4d12).
+DOUBLE_QUANT_SCRIPTS = {"ms-swift": True, "fms-hf-tuning": True, "axolotl": True,
+                        "llamafactory": True}
+
+
 # ---- the row's published settings as pytorch-framework options (issue 16, parts 3-4) --------
 # Row precision -> the option's. fp8 rows run fp8 linear layers beside bf16 autocast or FSDP
 # mixed precision with fp32 master weights (the data files' notes: "fp8 linears, bf16
@@ -455,6 +467,10 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         # option's "gptq" (kb/pytorch/memory.kb gptq_dequantized_weights)
         out["quant_library"] = "torchao" if library.startswith("torchao") else \
             "gptq" if library == "auto-gptq" else "bnb"
+        if out["quant_library"] == "bnb":
+            stated = (row.get("quantization") or {}).get("double_quant")
+            double = DOUBLE_QUANT_SCRIPTS.get(script(row), False) if stated is None else stated
+            out["double_quant"] = str(bool(double)).lower()
         if out["quant_library"] == "torchao" and script(row) == "torchtune" and any(
                 commit in row.get("source", "") for commit in TORCHAO_01_COMMITS):
             out["nf4_load_unchunked"] = "true"
