@@ -14,7 +14,7 @@ from kbsolve.audit.assess import Context, needs
 from kbsolve.audit.consent import needing_consent
 from kbsolve.diagnostics import KbError
 from kbsolve.program.metrics import Metrics, measure, memory_levels
-from kbsolve.plan.report import gib
+from kbsolve.plan.report import band_key, gib
 
 VISIBLE_BYTES = Fraction(2**20)  # a change under 1 MiB is not a change the report shows
 VISIBLE_TIME = Fraction(1, 2000)  # nor one under 0.05 % of the step
@@ -25,8 +25,9 @@ class Effect:
     changes: dict[str, Any]  # option key -> value
     metrics: Metrics
     base: Metrics
-    peak: Fraction  # device memory at the KB's top memory level, after
+    peak: Fraction  # device memory at the KB's top memory level, after, at the base's band share
     base_peak: Fraction
+    device: Fraction = Fraction(0)  # the same, at the band of the config after (what fits reads)
     broken: list[str] = field(default_factory=list)  # rules it breaks, or leaves broken
     warnings: list[str] = field(default_factory=list)  # warnings it makes fire
     consent: list = field(default_factory=list)  # the OptIns it needs, not allowed
@@ -34,7 +35,10 @@ class Effect:
 
     @property
     def saved(self) -> Fraction:
-        """Bytes of peak device memory saved (negative: more memory)."""
+        """Bytes of peak device memory saved (negative: more memory), both sides at the
+        base config's error-band share: a change that moves the config to another band
+        class (quantization on or off, LoRA or full) changes the uncertainty, not the
+        memory the run uses."""
         return self.base_peak - self.peak
 
     @property
@@ -89,6 +93,11 @@ class Estimator:
         self.problem = ctx.problem()
         self.top = memory_levels(ctx.kb)[-1]
         self.base = measure(self.problem, ctx.assignment)
+        self.band_key = band_key(self.problem)
+        self.band_below = self._below()
+        base_below = self.base.levels[self.band_below] if self.band_below else Fraction(0)
+        self.band_share = (Fraction(self.base.memory.get(self.band_key, 0)) / base_below
+                           if self.band_key and base_below else Fraction(0))
         fw = ctx.kb.frameworks[ctx.framework]
         self.task = f"{ctx.framework}.{fw.task_option}" if fw.task_option else ""
         self._cache: dict[tuple, Effect] = {}
@@ -114,12 +123,31 @@ class Estimator:
             self._cache[slot] = self._effect(changes)
         return self._cache[slot]
 
+    def _below(self) -> str | None:
+        """The memory level the error band is a share of (the one below its own)."""
+        if self.band_key is None:
+            return None
+        order = memory_levels(self.ctx.kb)
+        below = order[:order.index(self.ctx.kb.memory[self.band_key].level)]
+        return below[-1] if below else None
+
+    def at_base_band(self, metrics: Metrics) -> Fraction:
+        """Device memory of `metrics` with the error band at the base config's share: the
+        prediction compared with the base's like for like (the same for a change that
+        keeps the band's class)."""
+        device = metrics.levels[self.top]
+        if not self.band_key or not self.band_below:
+            return device
+        return device - Fraction(metrics.memory.get(self.band_key, 0)) + \
+            self.band_share * metrics.levels[self.band_below]
+
     def _effect(self, changes: dict[str, Any]) -> Effect:
         metrics = measure(self.problem, self.ctx.with_changes(changes))
         before_broken, before_warned = set(self.base.broken), set(self.base.warnings)
         return Effect(
             changes=dict(changes), metrics=metrics, base=self.base,
-            peak=metrics.levels[self.top], base_peak=self.base_peak,
+            peak=self.at_base_band(metrics), base_peak=self.base_peak,
+            device=metrics.levels[self.top],
             broken=[r for r in metrics.broken if r not in before_broken
                     or self._reads(r) & changes.keys()],
             warnings=[w for w in metrics.warnings if w not in before_warned],

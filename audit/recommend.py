@@ -70,7 +70,8 @@ def repair(ctx: Context, broken: list[str], est: Estimator | None = None,
     """The fewest changes (one, else two) to the options of the broken rules that
     make every decidable rule hold, keep the global batch, add no memory to a
     config that does not fit and (`consent`) change nothing the user did not
-    allow; each option's default first."""
+    allow; each option's default first. Where every such repair adds memory to a
+    config that does not fit, the one that adds the least."""
     kb = ctx.kb
     involved = sorted({k for rule_id in broken
                        for k in options_used(kb.rules[f"{ctx.framework}.{rule_id}"].expr)})
@@ -79,12 +80,21 @@ def repair(ctx: Context, broken: list[str], est: Estimator | None = None,
         option = kb.options[key]
         values = [option.default] + [v for v in option.domain or () if v != option.default]
         singles += [{key: v} for v in values if v != ctx.assignment.get(key)]
-    for change in singles:
+    pairs = [{**a, **b} for a, b in combinations(singles, 2) if a.keys() != b.keys()]
+    for change in singles + pairs:
         if sound(ctx, change, False, consent, est):
             return change
-    for a, b in combinations(singles, 2):
-        if a.keys() != b.keys() and sound(ctx, {**a, **b}, False, consent, est):
-            return {**a, **b}
+    if est is None or est.base_fits:
+        return {}
+    # the config does not fit and every repair adds memory: the rules it breaks stop
+    # the run before it starts, so the repair that adds the least (the fewest changes,
+    # then, for a note, the fewest consents) is named; `changes_proven` stays false
+    # unless a cure on top makes it fit (cure_or_repairs)
+    for tier in (singles, pairs):
+        found = [c for c in tier if sound(ctx, c, False, consent)]
+        if found:
+            return min(found, key=lambda c: (0 if consent else len(needing_consent(ctx, c)),
+                                             -est.effect(c).saved))
     return {}
 
 

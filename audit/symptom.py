@@ -235,7 +235,7 @@ def _neg(scores: tuple) -> tuple:
 
 
 def _suggestion(ctx: Context, est: Estimator, e: Effect, symptom: str) -> Suggestion:
-    return Suggestion(e.changes, gib(e.peak), gib(e.metrics.budget), e.speed_pct,
+    return Suggestion(e.changes, gib(e.device), gib(e.metrics.budget), e.speed_pct,
                       gib(e.saved), _reasons(ctx, est, e, symptom), e.fits)
 
 

@@ -75,7 +75,7 @@ def _judge(result: CheckResult, est: Estimator, e: Effect, least: tuple) -> None
     if est.base_fits:
         if not e.fits:
             _refuse(result, f"the config fits, and with it it would not "
-                            f"({gib(e.peak)} GiB of {gib(e.metrics.budget)} GiB)")
+                            f"({gib(e.device)} GiB of {gib(e.metrics.budget)} GiB)")
         elif faster:
             _cap(result, "P1" if warned else "P0", f"risk: {warned[0]}" if warned else "")
         elif e.faster:

@@ -127,7 +127,10 @@ LOSS_16BIT = {"qwen-finetune", "deepspeed-chat"}
 # finetune/ds_config_zero2.json (QwenLM/Qwen@af22d5e0): reduce_bucket_size 2e8, overlap_comm
 # true; DeepSpeed-Chat's utils/ds_utils.py get_train_ds_config sets neither: DeepSpeed's
 # defaults, 5e8 and overlap off below stage 3 (deepspeed/runtime/zero/config.py @077e42e6).
-ZERO_BUCKETS = {"qwen-finetune": 2 * 200_000_000, "deepspeed-chat": 500_000_000}
+# LlamaFactory's examples/deepspeed/ds_z2_config.json (hiyouga/LlamaFactory@ff6d4d12):
+# reduce_bucket_size 5e8, overlap_comm false: one bucket.
+ZERO_BUCKETS = {"qwen-finetune": 2 * 200_000_000, "deepspeed-chat": 500_000_000,
+                "llamafactory": 500_000_000}
 
 
 # Scripts that wrap with FSDP1 (FullyShardedDataParallel, limit_all_gathers on: the option fsdp1):
@@ -158,6 +161,18 @@ TORCHAO_01_COMMITS = ("5b0dc57", "0914d5cfb", "20747cd87", "135cf2ef0")
 # state.py:825, utils/dataclasses.py:1174), and the script loads the model without torch_dtype
 # (fp32) unless it quantizes it, so it is not a BASE_16BIT script.
 OWN_MIXED_PRECISION = {"torchtitan", "fms-fsdp", "llm-foundry", "nemo-automodel", "peft-sft"}
+
+
+# bitsandbytes double quantization where a QLoRA row does not state it: the script's own
+# setting (the option's default is transformers' BitsAndBytesConfig's, off).
+# ms-swift 1.x SftArguments (modelscope/ms-swift@46922151 swift/llm/utils/argument.py:
+# bnb_4bit_use_double_quant: bool = True); fms-acceleration's bnb plugin, which the
+# 'baseline-peft-bnb' runs load through (plugins/accelerated-peft/.../framework_plugin_bnb.py
+# BNBAccelerationPlugin.model_loader: bnb_4bit_use_double_quant=True); axolotl's loader
+# (src/axolotl/loaders/model.py: "bnb_4bit_use_double_quant": True, @067b021c); LlamaFactory's
+# double_quantization (hparams/model_args.py: default True, @ff6d4d12).
+DOUBLE_QUANT_SCRIPTS = {"ms-swift": True, "fms-hf-tuning": True, "axolotl": True,
+                        "llamafactory": True}
 
 
 # ---- the row's published settings as pytorch-framework options (issue 16, parts 3-4) --------
@@ -430,6 +445,8 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
     if out["precision"] in ("bf16-mixed", "fp16-mixed") and sharding != "none" and (
             script(row) in OWN_MIXED_PRECISION or row.get("distributed", "").startswith("zero")):
         out["fsdp_mixed_precision"] = "true"
+    if sharding != "none" and row.get("distributed", "").startswith("zero"):
+        out["deepspeed_zero"] = "true"  # DeepSpeed's ZeRO optimizer, not FSDP
     out["packing"] = "false" if row.get("packing") is False else "true"
     out["compile"] = "true" if row.get("compile") is True else "false"
     if row["method"] == "dora":
@@ -450,6 +467,10 @@ def settings_for(row: dict, model: dict | None = None) -> dict | None:
         # option's "gptq" (kb/pytorch/memory.kb gptq_dequantized_weights)
         out["quant_library"] = "torchao" if library.startswith("torchao") else \
             "gptq" if library == "auto-gptq" else "bnb"
+        if out["quant_library"] == "bnb":
+            stated = (row.get("quantization") or {}).get("double_quant")
+            double = DOUBLE_QUANT_SCRIPTS.get(script(row), False) if stated is None else stated
+            out["double_quant"] = str(bool(double)).lower()
         if out["quant_library"] == "torchao" and script(row) == "torchtune" and any(
                 commit in row.get("source", "") for commit in TORCHAO_01_COMMITS):
             out["nf4_load_unchunked"] = "true"

@@ -167,8 +167,11 @@ def kbit_prepared(case: dict) -> bool:
 
 def pytorch_settings(case: dict) -> dict:
     """A QLoRA row of PEFT's prepare_model_for_kbit_training path as the generic
-    pytorch KB's options (a TRL / axolotl script: HF Trainer autocast, AdamW)."""
-    return {"method": "qlora", "kbit_prepare": "true", "lora_rank": str(case["lora_rank"]),
+    pytorch KB's options (a TRL / axolotl script: HF Trainer autocast, AdamW). The tracer's
+    4-bit layers double-quantize (bench/trace/step.py Linear4bitPath: LlamaFactory's
+    defaults), so double_quant is on."""
+    return {"method": "qlora", "kbit_prepare": "true", "double_quant": "true",
+            "lora_rank": str(case["lora_rank"]),
             "lora_targets": case["lora_targets"], "lora_dropout": "false",
             "precision": "bf16-mixed", "micro_batch": str(case["batch"]), "grad_accum": "1",
             "gradient_checkpointing": "full" if case["checkpointing"] else "none",

@@ -3,6 +3,8 @@ errors and silent failures, all checked against the KB's own items."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from kbsolve import api
@@ -120,7 +122,7 @@ def test_recommended_diff_is_proven_and_repairs_the_errors(kb, lf):
     assert not numerics & {c.key for c in broken.changes}
     [note] = [n for n in broken.notes if n.startswith("P13, P16: repaired by")]
     needed = note.split("pass --allow ", 1)[1].split()[0]
-    assert needed in ("fp8", "quantization")
+    assert needed in ("fp8", "quantization") and "," not in note.split("pass --allow ", 1)[1]
     project = api.audit(str(PROJECTS / "lf_project"), "8xH100", kb=kb, allow=[needed])[0]
     [allowed] = [u for u in project.units if u.path.endswith("broken.yaml")]
     assert allowed.changes_proven
@@ -185,3 +187,64 @@ def test_nvidia_smi_gives_the_gpu_when_no_flag(tmp_path, monkeypatch, kb):
     assert report.hardware_source == "nvidia-smi"
     assert report.hardware == f"2x{kb.catalog.gpu('H100').name}"
     assert report.units[0].fit.status in ("fits", "oom")
+
+
+def _broken_context(kb):
+    from kbsolve.audit.assess import build_context
+    from kbsolve.audit.flags import Flags
+    from kbsolve.audit.mapping import read_options
+    from kbsolve.audit.model_lookup import model_folders, model_for
+    from kbsolve.audit.read_project import read_project
+    from kbsolve.audit.run import hardware_for
+    from kbsolve.audit.walk import walk
+    flags = Flags(gpus="8xH100").resolve(kb, "8xH100")
+    tree = walk(str(PROJECTS / "lf_project" / "configs" / "broken.yaml"))
+    [found] = read_project(kb, tree).units
+    reading = read_options(kb, LF, found.files)
+    main = next(iter(found.files.values()))
+    model, _ = model_for(kb, main.values, model_folders(found, tree.root), None)
+    return build_context(kb, LF, reading.values, hardware_for(kb, found, reading, flags.fixed),
+                         model)
+
+
+def _predicted(est, metrics):
+    """Device memory without the error band: what the run is predicted to use."""
+    return metrics.levels["device"] - metrics.memory[est.band_key]
+
+
+def test_a_change_of_band_class_is_compared_by_memory_not_by_its_band(kb):
+    # broken.yaml is QLoRA (the QLoRA band); turning quantization off makes it LoRA, whose
+    # band is another share: the change adds memory whatever the two bands are, and is
+    # counted so (issue 23: with a wide QLoRA band the LoRA config's upper edge came out
+    # below the QLoRA one's, and the repair took 'quantization off' for a saving)
+    from kbsolve.audit.effects import Estimator
+    ctx = _broken_context(kb)
+    est = Estimator(ctx, frozenset())
+    assert not est.base_fits and est.band_share > 0
+    off = {f"{LF}.deepspeed": "none", f"{LF}.quantization_bit": Fraction(0)}
+    e = est.effect(off)
+    after_share = e.metrics.memory[est.band_key] / e.metrics.levels["reserved"]
+    assert after_share != est.band_share  # another band class
+    grown = _predicted(est, e.metrics) - _predicted(est, est.base)
+    assert grown > 2**30 and e.raises_memory
+    assert e.saved == -grown * (1 + est.band_share)  # the growth, at the base's band share
+    assert e.device == e.metrics.levels["device"]  # fit stays at the config's own band
+
+
+def test_the_repair_does_not_depend_on_the_band_width(kb):
+    # the repair of P13 and P16 adds memory whichever way (the config already does not fit):
+    # the one that adds the least with the fewest consents, the same at any QLoRA band
+    from kbsolve.audit.consent import needing_consent
+    from kbsolve.audit.effects import Estimator
+    from kbsolve.audit.recommend import repair
+    ctx = _broken_context(kb)
+    found = []
+    for share in (None, Fraction(151, 1000), Fraction(291, 1000), Fraction(5, 10)):
+        est = Estimator(ctx, frozenset())
+        if share is not None:
+            est.band_share = share
+        found.append(repair(ctx, ["P13", "P16"], est, consent=False))
+        assert not repair(ctx, ["P13", "P16"], est)  # nothing without consent
+    assert all(f == found[0] for f in found)
+    assert [o.name for o in needing_consent(ctx, found[0])] == ["fp8"]
+    assert f"{LF}.quantization_bit" not in found[0]
