@@ -225,13 +225,24 @@ def feasibility(problem: Problem) -> Outcome:
     """Satisfiable or not, with the minimal core; no optimisation (for tests
     that only ask whether a query is refused, and by which rules)."""
     model = Model(problem)
-    finder = CoreFinder(model)
-    core = finder.clash()
-    if core is None:
+    if CoreFinder(model).clash() is None:
         return Outcome("feasible", model=model)
-    return Outcome("infeasible", core=core, model=model)
+    return Outcome("infeasible", core=minimal_core(model), model=model)
 
 
 def minimal_core(model: Model) -> list[str]:
-    """The parts that clash, minimised by deletion: every part left is needed."""
-    return CoreFinder(model).clash() or []
+    """The parts that clash, minimised by deletion: every part left is needed. A
+    core without consent rules is preferred where one exists: "you set X" or a
+    limit is a reason the user can act on, while a "not allowed" optin in the core
+    would send them to an --allow that cannot help (allow_optins finds no fix then
+    either), and which of two true cores Z3 hands back depends only on how the
+    KB's expressions happen to be written."""
+    finder = CoreFinder(model)
+    optin_of = model.p.program.optin_of
+    consent = tuple(name for name in model.parts
+                    if name.startswith("rule:") and optin_of(name[5:]) is not None)
+    if consent:
+        core = finder.clash(without=consent)
+        if core is not None:
+            return core
+    return finder.clash() or []
