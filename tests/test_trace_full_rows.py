@@ -132,3 +132,45 @@ def test_kb_follows_the_retraced_full_and_freeze_rows():
             assert -0.05 < error < 0, (row["id"], error)
         bounds.append(at_step(row))
     assert sum(bounds) >= 35  # most rows peak at the step
+
+
+DEPTH_CHECK = trace_compare.DATA.with_name("depth_check.json")
+
+
+def test_gemma2_kto_extrapolates_to_a_deeper_trace_and_peaks_at_the_step():
+    """Gemma 2 KTO full at 2 x 2048 (42 layers) traced at 8 layers too (the
+    full depth did not finish under the shared machine's load): every figure
+    extrapolated from depths 1 and 2 is within 1 % of it, the states exactly. At
+    1, 2 and 8 layers the forward/backward with the states peaks higher; the
+    step's line is steeper (five fp32 copies of each layer's weights and the
+    reference's bf16 copy) and crosses it before 20 layers, so at 42 the step is
+    the peak, 17 % above the forward/backward's: the cumulative step_peak of
+    grid_kto.json had followed the forward/backward's slope to 42 layers."""
+    data = json.loads(DEPTH_CHECK.read_text(encoding="utf-8"))
+    assert data["environment"]["transformers"] == "5.8.0" and not data["failed"]
+    case = next(c for c in data["cases"] if c["id"] == "gemma2-9b-kto-full-gc-eager-b2-s2048")
+    grid_row = next(c for c in _retraced()["cases"] if c["id"] == case["id"])
+    depths = case["depths"]
+    assert {d: depths[d] for d in ("1", "2")} == grid_row["depths"] and case["full"] == grid_row["full"]
+    deeper = sorted((int(d) for d in depths if int(d) > 2))
+    assert deeper and deeper[0] >= 8
+    for layers in deeper:
+        traced = depths[str(layers)]
+        line = trace_main.extrapolate(dict(depths["1"], layers=1), dict(depths["2"], layers=2), layers)
+        for key in ("weights", "gradients", "optimizer_states"):
+            assert line[key] == pytest.approx(traced[key], rel=1e-6), (layers, key)
+        for key in ("fb_peak", "step_peak", "peak"):
+            assert line[key] == pytest.approx(traced[key], rel=0.01), (layers, key)
+    # the two phases' lines: the steady forward/backward peak and the step's
+    low, high = depths["1"], depths["2"]
+
+    def phases(layers):
+        line = trace_main.extrapolate(dict(low, layers=1), dict(high, layers=2), layers)
+        return line["fb_peak"] + line["optimizer_states"], line["step_peak"]
+
+    for d in ("1", "2", str(deeper[-1])):
+        assert depths[d]["fb_peak"] + depths[d]["optimizer_states"] > depths[d]["step_peak"], d
+    crossing = next(n for n in range(1, 43) if phases(n)[1] > phases(n)[0])
+    assert 8 < crossing < 20
+    fb_phase, step_phase = phases(42)
+    assert step_phase > 1.15 * fb_phase and grid_row["full"]["peak"] == step_phase
