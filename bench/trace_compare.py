@@ -1,7 +1,7 @@
 """The KB's memory terms against the traced tensors (bench/data/traces/grid.json,
 grid_families.json and grid_ppo.json; the retraced rows of grid_kto.json,
-grid_gpt2.json and grid_families_retraced.json replace grid.json's and
-grid_families.json's rows of the same id).
+grid_full_retraced.json, grid_gpt2.json and grid_families_retraced.json replace
+grid.json's and grid_families.json's rows of the same id).
 
 Reads only the committed trace data (no side venv): each traced case becomes a
 LlamaFactory `kbsolve estimate` with the case's settings, and each group of
@@ -73,13 +73,19 @@ PPO_DATA = DATA.with_name("grid_ppo.json")
 # win wherever both hold an id (none do). grid_retraced.json holds grid.json's
 # rows still on CPU autocast's op lists that were retraced under CUDA
 # autocast's float32 list one by one, when a KB term was fitted on them (issue
-# 23, qlora: Phi-3's LoRA row without checkpointing at 2 x 2048); read after
-# grid_kto.json.
+# 23, qlora: Phi-3's LoRA row without checkpointing at 2 x 2048).
+# grid_full_retraced.json holds grid.json's RM full and freeze rows and
+# grid_kto.json's KTO full rows traced after step.py stopped its trackers' hooks
+# from keeping reentrant checkpointing's recomputed layer inputs through the rest
+# of backward and the optimizer step (no_hooks_without_grad, also inside a
+# backward; its `why`). Both are read after grid_kto.json, so their rows win.
 KTO_DATA = DATA.with_name("grid_kto.json")
 MAIN_RETRACED_DATA = DATA.with_name("grid_retraced.json")
+FULL_RETRACED_DATA = DATA.with_name("grid_full_retraced.json")
 GPT2_DATA = DATA.with_name("grid_gpt2.json")
 FAMILIES_RETRACED_DATA = DATA.with_name("grid_families_retraced.json")
-RETRACES = {DATA: (KTO_DATA, MAIN_RETRACED_DATA), FAMILY_DATA: (GPT2_DATA, FAMILIES_RETRACED_DATA)}
+RETRACES = {DATA: (KTO_DATA, MAIN_RETRACED_DATA, FULL_RETRACED_DATA),
+            FAMILY_DATA: (GPT2_DATA, FAMILIES_RETRACED_DATA)}
 
 
 def with_retraces(paths: list[Path]) -> list[Path]:
@@ -220,8 +226,9 @@ def evaluate(path: Path | list[Path] = DATA, models: tuple[str, ...] | None = No
                 if models and case["model"] not in models:
                     continue
                 if latest[case["id"]] != i:
-                    position[case["id"]] = len(rows)
-                    rows.append(None)  # its place, for the retraced row
+                    if case["id"] not in position:  # the first file's place (an id may be in three)
+                        position[case["id"]] = len(rows)
+                        rows.append(None)  # its place, for the retraced row
                     continue
                 kb_groups = estimate_groups(kb, case, Path(folder))
                 traced = {g: case["full"][key] for g, key in TRACED.items()}

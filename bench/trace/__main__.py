@@ -1,7 +1,7 @@
 """`python -m bench.trace`: trace the grid's training steps in the real model code.
 
     python -m bench.trace [--quick] [--part main|families|ppo|dit]
-    python -m bench.trace --full-depth MODEL_CASE_ID ...   # check the extrapolation
+    python -m bench.trace --full-depth MODEL_CASE_ID ... [--out FILE]   # check the extrapolation
 
 Builds (once) the pinned side venv (bench/trace/requirements.txt), runs
 bench/trace/step.py inside it at two reduced depths per case, and writes each
@@ -118,8 +118,11 @@ def collect(cases: list[dict], results: dict) -> tuple[list[dict], list[dict]]:
     return rows, failed
 
 
-def full_depth_check(python: Path, ids: list[str]) -> int:
-    """Trace each case at its full depth; print it beside the extrapolation."""
+def full_depth_check(python: Path, ids: list[str], out: Path | None = None) -> int:
+    """Trace each case at its full depth; print it beside the extrapolation.
+    With `out`, write each case's traced depths (the two reduced ones and the
+    full one) and its extrapolation there (bench/data/traces/full_depth.json:
+    tests/test_trace_grid.py checks the extrapolation against it)."""
     by_id = {c["id"]: c for c in grid.cases() + grid.family_cases() + grid.ppo_cases()}
     unknown = [i for i in ids if i not in by_id]
     if unknown:
@@ -139,6 +142,15 @@ def full_depth_check(python: Path, ids: list[str]) -> int:
             print(f"{row['id']} {key}: extrapolated {row['full'][key]} traced {traced[key]} ({error:+.4%})")
     worst = max((abs(e) for case in errors.values() for e in case.values()), default=0.0)
     print(json.dumps({"worst_relative_error": worst, "errors": errors, "failed": failed}))
+    if out:
+        for row in rows:
+            if "error" not in full[row["id"]]:
+                row["depths"][str(row["full_layers"])] = {k: full[row["id"]][k] for k in FIGURES}
+        data = {"environment": venv.versions(python),
+                "generated_by": "python -m bench.trace --full-depth " + " ".join(ids),
+                "cases": [r for r in rows if str(r["full_layers"]) in r["depths"]], "failed": failed}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump(data), encoding="utf-8")
     return 0
 
 
@@ -178,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a 30-case subset (two small models)")
     parser.add_argument("--part", choices=sorted(PARTS), help="one grid only (default: all)")
     parser.add_argument("--out", type=Path, help="the output file (one --part only; default: "
-                        "bench/data/traces/grid.json, grid_families.json)")
+                        "bench/data/traces/grid.json, grid_families.json; with --full-depth: "
+                        "the traced depths, e.g. bench/data/traces/full_depth.json)")
     parser.add_argument("--full-depth", nargs="+", metavar="CASE_ID",
                         help="trace these grid cases at full depth and compare")
     parser.add_argument("--models", help="only these grid models (comma list), e.g. to split "
@@ -194,11 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         return merge(args.merge, args.out or OUT)
     # kto retraces grid.json's KTO rows into their own file: only when asked
     parts = [args.part] if args.part else [p for p in PARTS if p != "kto"]
-    if args.out and len(parts) > 1:
+    if args.out and len(parts) > 1 and not args.full_depth:
         sys.exit("bench.trace: --out needs one --part")
     python = venv.python()
     if args.full_depth:
-        return full_depth_check(python, args.full_depth)
+        return full_depth_check(python, args.full_depth, args.out)
     selected = {part: PARTS[part][0](full=not args.quick) for part in parts}
     if args.models:
         wanted = args.models.split(",")

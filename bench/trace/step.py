@@ -103,14 +103,27 @@ def no_hooks_without_grad():
     not break, and ModuleTracker keeps the handles until it exits: the trace kept
     each no_grad forward's embedding output and, in KTO's KL forward, every
     checkpointed layer input, which a training run (no trackers) frees. Under
-    no_grad no backward reaches the hook, so registering none tracks the same."""
+    no_grad no backward reaches the hook, so registering none tracks the same.
+
+    Nor inside a backward: reentrant checkpointing's recompute runs each layer
+    again on `detach_variable` of its saved input (torch/utils/checkpoint.py:308),
+    a leaf that requires grad and shares the checkpoint's storage. ModTracker
+    registers no hook in backward (mod_tracker.py:226, 245, `if not
+    self.is_bw`), ModuleTracker does (module_tracker.py:128-147), so the trace
+    kept every layer's checkpoint to the end of the step: full tuning's fp32
+    layer inputs (4 h bytes per token and layer, 8 h under RM's pairwise rows)
+    in the late backward and the optimizer step, which a real run frees as each
+    layer's backward ends (a real tiny Llama with FlopCounterMode on: all 4
+    detached inputs alive after backward; off, or with this: none). The hooks
+    only attribute FLOPs to modules; the counts are the dispatcher's, the same."""
     from torch.distributed._tools import mod_tracker
     from torch.utils import module_tracker
 
     register = torch.autograd.graph.register_multi_grad_hook
 
     def only_with_grad(tensors, fn, **kwargs):
-        return register(tensors, fn, **kwargs) if torch.is_grad_enabled() else _NoHandle()
+        in_backward = torch._C._current_graph_task_id() != -1
+        return register(tensors, fn, **kwargs) if torch.is_grad_enabled() and not in_backward else _NoHandle()
 
     mod_tracker.register_multi_grad_hook = module_tracker.register_multi_grad_hook = only_with_grad
     try:
