@@ -16,54 +16,13 @@ import pytest
 from bench import trace_compare
 from bench.trace import __main__ as trace_main
 from bench.trace import grid
+from trace_rows import evaluated
 
 ROOT = Path(__file__).resolve().parents[1]
-_ROWS: dict = {}
 # the rows traced since step.py records the step's own peak (each file's
 # retraced_step_peak note; the others keep a cumulative step_peak)
 STEP_RETRACED = {i for path in (trace_compare.DATA, trace_compare.FAMILY_DATA, trace_compare.PPO_DATA)
                  for i in json.loads(path.read_text(encoding="utf-8")).get("retraced_step_peak", {}).get("cases", [])}
-
-
-def evaluated(path=trace_compare.DATA, models: tuple[str, ...] = (), where=None) -> dict:
-    """trace_compare.evaluate(path, models), each (file, case)'s row computed once per
-    module: several tests read the same rows (the KB's estimates of the traced cases of
-    qwen3-0.6b, llama3-8b, ... in four tests), and none changes them. `where(case)`
-    keeps only the cases a test reads (a test of checkpointed LoRA need not estimate its
-    models' full-tuning rows). The missing cases are estimated by `evaluate` itself, on
-    a copy of the file that holds only them (a row depends on its case alone). The rows
-    come in evaluate's own order (file by file, each file's cases in order; a retrace
-    file's row, trace_compare.with_retraces, in the place of the row it replaces), with
-    its environment (the first file's) and its failed list."""
-    import tempfile
-
-    paths = trace_compare.with_retraces([path] if isinstance(path, Path) else list(path))
-    assert models, "evaluate without models reads every case: call it directly"
-    rows, failed, environment = [], [], None
-    traced_ids: set = set()
-    for file in paths:
-        data = json.loads(file.read_text(encoding="utf-8"))
-        cases = [c for c in data["cases"] if c["model"] in models and (where is None or where(c))]
-        missing = [c for c in cases if (file, c["id"]) not in _ROWS]
-        if missing:
-            with tempfile.TemporaryDirectory() as folder:
-                part_file = Path(folder) / file.name
-                part_file.write_text(json.dumps(dict(data, cases=missing)), encoding="utf-8")
-                part = trace_compare.evaluate(part_file, models=models)
-            assert [r["id"] for r in part["rows"]] == [c["id"] for c in missing]
-            _ROWS.update(((file, row["id"]), row) for row in part["rows"])
-        environment = data["environment"] if environment is None else environment
-        failed += data.get("failed", [])  # the file's, whichever model read it
-        traced_ids.update(c["id"] for c in data["cases"])
-        for case in cases:  # a retrace file's row replaces the earlier file's, in place
-            row = _ROWS[file, case["id"]]
-            at = next((i for i, old in enumerate(rows) if old["id"] == row["id"]), None)
-            if at is None:
-                rows.append(row)
-            else:
-                rows[at] = row
-    failed = list({f["id"]: f for f in failed if f["id"] not in traced_ids}.values())
-    return {"environment": environment, "rows": rows, "failed": failed}
 
 
 def test_the_committed_grid_is_whole_and_names_its_environment():
@@ -133,7 +92,8 @@ def test_full_tuning_totals_follow_the_steps_peak():
     sft = {"gemma3-4b-sft-full-gc-sdpa-b2-s2048", "llama3.2-1b-sft-full-gc-sdpa-b2-s2048",
            "falcon-7b-sft-full-gc-sdpa-b2-s2048"}
     rm = {"gemma3-4b-rm-full-gc-sdpa-b2-s2048", "llama3.2-1b-rm-full-gc-sdpa-b2-s2048"}
-    result = evaluated([trace_compare.DATA, trace_compare.FAMILY_DATA], ("gemma3-4b", "llama3.2-1b", "falcon-7b"))
+    result = evaluated([trace_compare.DATA, trace_compare.FAMILY_DATA], ("gemma3-4b", "llama3.2-1b", "falcon-7b"),
+                       where=lambda c: c["id"] in sft | rm)
     rows = {r["id"]: r for r in result["rows"] if r["id"] in sft | rm}
     assert set(rows) == sft | rm
     for rid, row in rows.items():
