@@ -52,10 +52,12 @@ def parse_rules(files: list[tuple[str, str]], sink: DiagnosticSink):
     return modules, sources, partial
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=4096)
 def _parsed(text: str, name: str):
     """A module's AST (immutable), parsed once per process per text: a process
-    that loads the KB again (other packs, no cache) parses only what changed."""
+    that loads the KB again (other packs, no cache) parses only what changed.
+    Room for many more texts than the shipped KB's ~85 files, so that a run of
+    one-off texts (a fuzzer, a pack author's edits) does not evict them."""
     from kbsolve.dsl.parse import parse_module
     return parse_module(text, name)
 

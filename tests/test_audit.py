@@ -190,21 +190,8 @@ def test_nvidia_smi_gives_the_gpu_when_no_flag(tmp_path, monkeypatch, kb):
 
 
 def _broken_context(kb):
-    from kbsolve.audit.assess import build_context
-    from kbsolve.audit.flags import Flags
-    from kbsolve.audit.mapping import read_options
-    from kbsolve.audit.model_lookup import model_folders, model_for
-    from kbsolve.audit.read_project import read_project
-    from kbsolve.audit.run import hardware_for
-    from kbsolve.audit.walk import walk
-    flags = Flags(gpus="8xH100").resolve(kb, "8xH100")
-    tree = walk(str(PROJECTS / "lf_project" / "configs" / "broken.yaml"))
-    [found] = read_project(kb, tree).units
-    reading = read_options(kb, LF, found.files)
-    main = next(iter(found.files.values()))
-    model, _ = model_for(kb, main.values, model_folders(found, tree.root), None)
-    return build_context(kb, LF, reading.values, hardware_for(kb, found, reading, flags.fixed),
-                         model)
+    from audit_helpers import audit_context
+    return audit_context(kb, PROJECTS / "lf_project" / "configs" / "broken.yaml", "8xH100")
 
 
 def _predicted(est, metrics):

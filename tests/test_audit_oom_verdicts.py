@@ -9,16 +9,10 @@ from __future__ import annotations
 import pytest
 
 from kbsolve import api
-from kbsolve.audit.assess import build_context
 from kbsolve.audit.effects import Estimator
-from kbsolve.audit.flags import Flags
-from kbsolve.audit.mapping import read_options
-from kbsolve.audit.model_lookup import model_folders, model_for
-from kbsolve.audit.read_project import read_project
 from kbsolve.audit.recommend import cure_or_repairs
-from kbsolve.audit.run import hardware_for
-from kbsolve.audit.walk import walk
 from kbsolve.render.audit_markdown import markdown
+from audit_helpers import audit_context
 from plans import shipped_kb
 
 LF = "llamafactory"
@@ -61,14 +55,7 @@ def test_an_oom_gets_the_cure_fix_ranks_first_not_the_checklist(kb, tmp_path):
 
 
 def _context(kb, config, gpus: str):
-    flags = Flags(gpus=gpus).resolve(kb, gpus)
-    tree = walk(str(config))
-    [unit] = read_project(kb, tree).units
-    reading = read_options(kb, LF, unit.files)
-    main = next(iter(unit.files.values()))
-    model, _ = model_for(kb, main.values, model_folders(unit, tree.root), None)
-    return build_context(kb, LF, reading.values, hardware_for(kb, unit, reading, flags.fixed),
-                         model)
+    return audit_context(kb, config, gpus)
 
 
 def test_repairs_that_cure_the_oom_are_the_only_change(kb, tmp_path):
