@@ -13,7 +13,7 @@ from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.ir import facts_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.evaluate import Evaluator, facts_read, options_read
-from kbsolve.program.program import TABLES, Program, link
+from kbsolve.program.program import Program, link
 
 MAX_RANGE_CHOICES = 256
 
@@ -70,15 +70,6 @@ class Problem:
     def evaluator(self) -> Evaluator:
         """One evaluator per problem, so that its let store is shared."""
         return Evaluator(self.kb, self.framework, self.facts)
-
-    def items(self, table: dict) -> list:
-        """The framework's entries of a KB table (one of program.TABLES), by key: the
-        Program's (`problem.program.memory` reads the same without the look-up)."""
-        known = self.kb.__dict__
-        for name in TABLES:
-            if known.get(name) is table:
-                return list(self.program.table(name))
-        raise ValueError("not a table of the KB's frameworks")
 
     @property
     def options(self) -> list[Option]:

@@ -490,7 +490,7 @@ class Tables:
         if isinstance(node, ir.LetRef):
             return self.cell(p.kb.lets[node.let].expr, exact)
         if isinstance(node, ir.MemorySum):
-            parts = [self.cell(t.expr, exact) for t in p.items(p.kb.memory)
+            parts = [self.cell(t.expr, exact) for t in p.program.memory
                      if t.framework == node.framework and t.level == node.level
                      and t.location == "gpu"]
             return self.total(parts, exact)

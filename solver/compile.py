@@ -103,7 +103,7 @@ class Compiler:
                 self._let_deps[node.let] = self.deps(self.p.kb.lets[node.let].expr)
             return self._let_deps[node.let]
         if isinstance(node, ir.MemorySum):
-            return frozenset().union(*[self.deps(t.expr) for t in self.p.items(self.p.kb.memory)
+            return frozenset().union(*[self.deps(t.expr) for t in self.p.program.memory
                                        if t.level == node.level and t.location == "gpu"])
         if isinstance(node, ir.Op):
             return frozenset().union(*[self.deps(a) for a in node.args])
@@ -246,7 +246,7 @@ class Compiler:
                 self._lets[node.let] = self.named(term) if z3.is_arith(term) else term
             return self._lets[node.let]
         if isinstance(node, ir.MemorySum):
-            terms = [self.num(t.expr) for t in self.p.items(self.p.kb.memory)
+            terms = [self.num(t.expr) for t in self.p.program.memory
                      if t.level == node.level and t.location == "gpu"]
             return z3.Sum(terms) if terms else self.real(0)
         return OPERATORS[node.op].z3(z3, self, node)  # its Z3 view (program/operators.py)

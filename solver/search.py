@@ -84,8 +84,8 @@ class Search:
                                    t.combine("or", [t.cell(option.when),
                                                     self._is_default(option.key)],
                                              "bool", False)))
-        gpu = [m for m in problem.items(problem.kb.memory) if m.location == "gpu"]
-        host = [m for m in problem.items(problem.kb.memory) if m.location == "host"]
+        gpu = [m for m in problem.program.memory if m.location == "gpu"]
+        host = [m for m in problem.program.memory if m.location == "host"]
         self.memory = [t.cell(m.expr) for m in gpu]
         self.host = [t.cell(m.expr) for m in host] if problem.host_budget_bytes is not None \
             else []
@@ -224,7 +224,7 @@ class Search:
 
     def _time(self):
         t, p = self.tables, self.p
-        speed = p.items(p.kb.speed)
+        speed = p.program.speed
         work = p.throughput_work
         parts = [t.divided(s.expr, work.expr) if work is not None else t.cell(s.expr)
                  for s in speed if s.kind == "time"]
@@ -236,7 +236,7 @@ class Search:
     def _preferences(self) -> list:
         t, p = self.tables, self.p
         tiers: dict[int, list] = {}
-        for pref in p.items(p.kb.preferences):
+        for pref in p.program.preferences:
             cell = t.cell(pref.expr)
             weight = t.constant(pref.weight, False)
             score = t.combine("if", [cell, weight, t.constant(0, False)], "num", False) \
