@@ -82,9 +82,7 @@ def _build(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
     if isinstance(node, ir.LetRef):
         return _let(kb, node.let)
     if isinstance(node, ir.MemorySum):
-        parts = [closure(kb, t.expr) for t in kb.memory.values()
-                 if t.framework == node.framework and t.level == node.level
-                 and t.location == "gpu"]
+        parts = [closure(kb, t.expr) for t in _walker.summed_terms(kb, node.framework, node.level)]
         return lambda env: sum((Fraction(p(env)) for p in parts), Fraction(0))
     args = [closure(kb, a) for a in node.args]
     op = OPERATORS[node.op]  # its exact view (program/operators.py)
