@@ -45,7 +45,8 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
     """One Choice per option; `met` collects (changes, metrics) of every
     feasible plan measured on the way (the alternatives' candidates)."""
     met = [] if met is None else met
-    finder = _oracle(problem, model, search, assignment, met)
+    views = _Views(problem, search)
+    finder = _oracle(problem, model, search, assignment, met, views)
     choices = []
     for option in problem.options:
         if expired(deadline):
@@ -70,7 +71,7 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
             choices.append(_fixed(problem, option, base, assignment))
         else:
             choices.append(_decided(problem, finder, option, value, assignment, metrics, base,
-                                    met, search))
+                                    met, search, views))
     return choices
 
 
@@ -99,7 +100,7 @@ def _fixed(problem: Problem, option, base: dict, assignment: dict[str, Any]) -> 
 
 
 def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str, Any],
-            met: list):
+            met: list, views: _Views | None = None):
     """clash(key, value): None when some feasible plan has key=value, else the
     parts that rule it out."""
     finder: list = []
@@ -130,7 +131,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
                 allows = satisfiable(problem, [rule], others, {**assignment, key: value})
             if not allows:
                 return [name]
-        repaired = _repaired(problem, search, assignment, key, value)
+        repaired = _repaired(problem, search, assignment, key, value, views)
         if repaired is not None:
             met.append(repaired)
             return None
@@ -164,12 +165,14 @@ def _local_rules(problem: Problem) -> dict[str, list]:
 REPAIR_TRIES = 64  # float views tried before a feasibility search
 
 
-def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, value):
+def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, value,
+              views: _Views | None = None):
     """(changes, metrics) of a feasible plan with key=value that changes one
     more option, one that the rules the plain neighbour breaks read; None when
     none of the first REPAIR_TRIES such plans is feasible."""
-    base = _settled(problem, {**assignment, key: value})
-    view = search.view(base)
+    views = views or _Views(problem, search)
+    base = _settled(problem, {**assignment, key: value}, views.conditional)
+    view = views(base)
     if view is None or not view.broken:
         return None
     touched = sorted({k for name in view.broken for k in search.rule_options(name)}
@@ -182,10 +185,10 @@ def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, va
             tries += 1
             if tries > REPAIR_TRIES:
                 return None
-            candidate = _settled(problem, {**base, other: alt})
+            candidate = _settled(problem, {**base, other: alt}, views.conditional)
             if candidate[key] != value:
                 continue
-            seen = search.view(candidate)
+            seen = views(candidate)
             if seen is not None and seen.feasible:
                 exact = measure(problem, candidate)
                 if exact.feasible:
@@ -195,16 +198,17 @@ def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, va
 
 
 def _decided(problem: Problem, clash, option, value, assignment, metrics,
-             base: dict, met: list, search=None) -> Choice:
+             base: dict, met: list, search=None, views: _Views | None = None) -> Choice:
     alternatives = [v for v in problem.choices[option.key] if v != value]
     blocked: dict[Any, list[str]] = {}
     open_: list[Any] = []
     neighbours: dict[Any, Any] = {}
     best_key = sort_key(metrics)
-    plan_view = search.view(assignment) if search is not None else None
+    views = views or _Views(problem, search)
+    plan_view = views(assignment)
     for alt in alternatives:
-        settled = _settled(problem, {**assignment, option.key: alt})
-        neighbour = _Neighbour(problem, settled, search, metrics, best_key, plan_view)
+        settled = _settled(problem, {**assignment, option.key: alt}, views.conditional)
+        neighbour = _Neighbour(problem, settled, search, metrics, best_key, plan_view, views)
         neighbours[alt] = neighbour
         if neighbour.feasible:
             met.append(({k: v for k, v in settled.items() if assignment.get(k) != v},
@@ -427,17 +431,49 @@ def refused_on_memory(problem: Problem, detail: str) -> list[Reason]:
     return [_with_band(Reason(rule="memory:fit", detail=detail), problem.kb.memory[key])]
 
 
+class _Views:
+    """What one explanation reads over and over, found once: search.view (None
+    without a search), remembered per full assignment (the options the search
+    decides, in its order) for as long as the search keeps one preparation, and
+    the options _settled may reset. An explanation reads the plan's view once
+    per option and many neighbours more than once (a repair of a=1 by b=2 is the
+    repair of b=2 by a=1). A view is read-only; a new preparation
+    (search.prepare makes a new tracker) starts afresh, so a remembered view is
+    always the one search.view would return."""
+
+    def __init__(self, problem: Problem, search):
+        self.search = search
+        self.conditional = _conditional(problem)
+        self._tracker = None
+        self._memo: dict[tuple, Any] = {}
+
+    def __call__(self, assignment: dict[str, Any]):
+        s = self.search
+        if s is None or not s.prepare():
+            return None
+        if s.tracker is not self._tracker:
+            self._tracker, self._memo = s.tracker, {}
+        slot = tuple([assignment[key] for key in s.order])
+        found = self._memo.get(slot, _MISSING)
+        if found is _MISSING:
+            found = self._memo[slot] = s.view(assignment)
+        return found
+
+
+_MISSING = object()
+
+
 class _Neighbour:
     """A neighbour of the plan, judged on the search's float tables where they
     decide safely, measured exactly (program/metrics) where they do not and
     wherever its numbers are shown."""
 
     def __init__(self, problem: Problem, assignment: dict[str, Any], search, plan: Metrics,
-                 plan_key: tuple, plan_view):
+                 plan_key: tuple, plan_view, views: _Views | None = None):
         self.problem, self.assignment = problem, assignment
         self.plan, self.plan_key, self.plan_view = plan, plan_key, plan_view
         self._exact: Metrics | None = None
-        self.view = search.view(assignment) if plan_view is not None else None
+        self.view = (views or search.view)(assignment) if plan_view is not None else None
         # a value arc consistency took out: a rule is broken, known without measuring
         self.ruled_out = self.view is None and plan_view is not None and \
             search.outside(assignment)
@@ -509,17 +545,24 @@ def _near(a, b) -> bool:
     return abs(a - b) <= 1e-6 * max(abs(a), abs(b))
 
 
-def _settled(problem: Problem, assignment: dict[str, Any]) -> dict[str, Any]:
+def _settled(problem: Problem, assignment: dict[str, Any],
+             conditional: list | None = None) -> dict[str, Any]:
     """Options whose `when` no longer holds go back to their defaults, as they
-    would in any plan (LoRA's rank under full fine-tuning)."""
+    would in any plan (LoRA's rank under full fine-tuning); `conditional`: the
+    problem's _conditional options, when the caller has them."""
     ev = problem.evaluator
     settled = dict(assignment)
-    for other in problem.options:
-        if other.when is not None and other.key in problem.choices \
-                and other.key not in problem.pinned and settled[other.key] != other.default \
-                and not ev.remembered(other.when, settled):
+    for other in _conditional(problem) if conditional is None else conditional:
+        if settled[other.key] != other.default and not ev.remembered(other.when, settled):
             settled[other.key] = other.default
     return settled
+
+
+def _conditional(problem: Problem) -> list:
+    """The options _settled may send back to their defaults (a `when`, decided by
+    the solver, not pinned), in the problem's order."""
+    return [o for o in problem.options
+            if o.when is not None and o.key in problem.choices and o.key not in problem.pinned]
 
 
 def _option_refs(node) -> set[str]:

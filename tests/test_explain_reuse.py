@@ -1,0 +1,124 @@
+"""What an explanation reads more than once is read once (plan/explain._Views): the
+search's float views, remembered per assignment, and the options _settled may reset.
+Each must answer as the question it replaces, and the explanations must not move."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbsolve import api
+from kbsolve.plan import explain as ex
+from kbsolve.program.query import Query, resolve
+from kbsolve.solver.search import Search
+
+QUERIES = [Query(gpus="8xA100", model="qwen3-8b"), Query(gpus="1x4090", model="qwen2.5-7b"),
+           Query(gpus="4xL40S", model="flux1-dev")]
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb()
+
+
+@pytest.fixture(scope="module")
+def solved(kb):
+    out = []
+    for query in QUERIES:
+        problem = resolve(kb, query).problem
+        search = Search(problem)
+        found = search.run()
+        assert found.status == "optimal", query
+        out.append((problem, search, {**problem.fixed, **found.chosen}, found.metrics))
+    return out
+
+
+def _settled_reference(problem, assignment):
+    """_settled as it was written before (every option of the problem looked at)."""
+    settled = dict(assignment)
+    for other in problem.options:
+        if other.when is not None and other.key in problem.choices \
+                and other.key not in problem.pinned and settled[other.key] != other.default \
+                and not problem.evaluator.remembered(other.when, settled):
+            settled[other.key] = other.default
+    return settled
+
+
+def _neighbours(problem, plan):
+    """Every single-option change of the plan (what _decided measures)."""
+    for key, values in problem.choices.items():
+        for value in values:
+            if value != plan[key]:
+                yield {**plan, key: value}
+
+
+def test_settled_with_the_conditional_options_found_once_answers_as_before(solved):
+    """On every neighbour of three plans (LLM and DiT) the reset options are the
+    same; some neighbour does reset one (the grid reaches a `when`)."""
+    resets = 0
+    for problem, _, plan, _ in solved:
+        conditional = ex._conditional(problem)
+        assert conditional and all(o.when is not None for o in conditional)
+        for neighbour in _neighbours(problem, plan):
+            reference = _settled_reference(problem, neighbour)
+            assert ex._settled(problem, neighbour, conditional) == reference
+            assert ex._settled(problem, neighbour) == reference
+            resets += reference != neighbour
+    assert resets > 0
+
+
+def test_remembered_views_are_the_views_the_search_reads(solved):
+    """Each view, asked twice, is the one search.view returns for the same
+    assignment, and the second ask reads no table; after the search is prepared
+    again (a narrowed question's order, then its own back) the views are read
+    afresh and still agree."""
+    for problem, search, plan, _ in solved:
+        views = ex._Views(problem, search)
+        calls = []
+        real = search.view
+
+        def counted(assignment, real=real):
+            calls.append(1)
+            return real(assignment)
+
+        search.view = counted
+        try:
+            grid = [ex._settled(problem, n, views.conditional) for n in
+                    _neighbours(problem, plan)][:60] + [plan]
+            first = [views(a) for a in grid]
+            asked = len(calls)
+            again = [views(a) for a in grid]
+            assert len(calls) == asked and all(x is y for x, y in zip(first, again))
+            assert asked == len({tuple(a[k] for k in search.order) for a in grid})
+            axes = search.axes
+            search.prepare(list(reversed(axes)))
+            search.prepare(axes)
+            fresh = [views(a) for a in grid]
+            assert len(calls) == 2 * asked
+        finally:
+            del search.view
+        assert [_plain(v) for v in fresh] == [_plain(real(a)) for a in grid] == \
+            [_plain(v) for v in first]
+        assert any(v is not None and v.feasible for v in first)
+        assert any(v is not None and not v.feasible for v in first)
+
+
+def _plain(view):
+    return None if view is None else (view.broken, view.fits, view.time_per_work, view.key,
+                                      view.device)
+
+
+def test_explanations_with_remembered_reads_equal_those_without(solved, monkeypatch):
+    """The explanation (every Choice, every reason) and the plans it met are the
+    same with the views remembered as with each view read from the tables."""
+    for problem, search, plan, metrics in solved:
+        met_a: list = []
+        remembered = ex.explain(problem, None, plan, metrics, search, met_a)
+        with monkeypatch.context() as m:
+            m.setattr(ex._Views, "__call__", lambda self, a: None if self.search is None
+                      else self.search.view(a))
+            met_b: list = []
+            plain = ex.explain(problem, None, plan, metrics, search, met_b)
+        assert [c.model_dump() for c in remembered] == [c.model_dump() for c in plain]
+        assert [changes for changes, _ in met_a] == [changes for changes, _ in met_b]
+        assert any(c.kind not in ("default", "pinned", "n/a", "fact", "recipe")
+                   for c in remembered)
