@@ -41,6 +41,8 @@ def runner_ups(best: Metrics, candidates: list[tuple[dict[str, Any], Any]],
         estimate = _estimate(candidate)
         if len(found) >= top and last is not None and not _within(estimate, last):
             break
+        if _surely_no_trade(candidate, best):  # no exact figures for a plan never shown
+            continue
         metrics = getattr(candidate, "exact", candidate)
         if not metrics.feasible:
             continue
@@ -67,6 +69,26 @@ def _better(a: Metrics, b: Metrics) -> tuple[bool, bool]:
 def _trades_off(metrics: Metrics, best: Metrics) -> bool:
     """Visibly faster or visibly smaller than the plan (not identical, not worse)."""
     return any(_better(metrics, best))
+
+
+FLOAT_TOLERANCE = 1e-6  # a float view's relative distance from the exact figure, at most
+
+
+def _surely_no_trade(candidate, best: Metrics) -> bool:
+    """Whether a neighbour's float view shows it neither visibly faster nor visibly
+    smaller than the plan, each by more than the floats' tolerance: then its exact
+    figures (program/metrics.measure) would fail _trades_off too. False for a plan
+    without a view (measured already) or where the floats are too close to say."""
+    view = getattr(candidate, "view", None)
+    if view is None:
+        return False
+    time, plan_time = view.time_per_work, float(best.time_per_work)
+    device, plan_device = view.device, float(best.levels["device"])
+    slack = FLOAT_TOLERANCE * 4 * max(abs(time), abs(plan_time))
+    faster = plan_time and plan_time - time >= float(SHOWN_TIME) * plan_time - slack
+    slack = FLOAT_TOLERANCE * 4 * max(abs(device), abs(plan_device))
+    smaller = plan_device - device >= float(SHOWN_BYTES) - slack
+    return not faster and not smaller
 
 
 def _dominates(a: Metrics, b: Metrics) -> bool:

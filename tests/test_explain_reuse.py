@@ -8,6 +8,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.plan import explain as ex
+from kbsolve.program.metrics import sort_key
 from kbsolve.program.query import Query, resolve
 from kbsolve.solver.search import Search
 
@@ -122,3 +123,42 @@ def test_explanations_with_remembered_reads_equal_those_without(solved, monkeypa
         assert [changes for changes, _ in met_a] == [changes for changes, _ in met_b]
         assert any(c.kind not in ("default", "pinned", "n/a", "fact", "recipe")
                    for c in remembered)
+
+
+def test_a_neighbour_the_floats_show_no_trade_off_is_none_exactly(solved):
+    """plan/alternatives._surely_no_trade, asked of every neighbour the explanation
+    met: each one it skips fails _trades_off on its exact figures (and its float
+    time and memory are the exact ones to far better than the tolerance); some
+    are skipped; the runner-ups are those found with every candidate measured."""
+    from kbsolve.plan import alternatives as alt
+    skipped = 0
+    for problem, search, plan, metrics in solved:
+        met: list = []
+        choices = ex.explain(problem, None, plan, metrics, search, met)
+        for _, candidate in met:
+            view = getattr(candidate, "view", None)
+            if view is None:
+                continue
+            exact = candidate.exact
+            assert abs(view.time_per_work - float(exact.time_per_work)) <= \
+                1e-9 * abs(float(exact.time_per_work))
+            assert abs(view.device - float(exact.levels["device"])) <= \
+                1e-9 * float(exact.levels["device"])
+            if alt._surely_no_trade(candidate, metrics):
+                skipped += 1
+                assert not alt._trades_off(exact, metrics)
+        deciding = [o.key for o, c in zip(problem.options, choices)
+                    if c.kind in alt.DECIDING_KINDS]
+        shown = alt.runner_ups(metrics, met, deciding, 3)
+        reference = _runner_ups_measuring_all(alt, metrics, met, deciding, 3)
+        assert [(c, sort_key(m)) for c, m in shown] == [(c, sort_key(m)) for c, m in reference]
+    assert skipped > 0
+
+
+def _runner_ups_measuring_all(alt, best, met, deciding, top):
+    real = alt._surely_no_trade
+    alt._surely_no_trade = lambda candidate, plan: False
+    try:
+        return alt.runner_ups(best, met, deciding, top)
+    finally:
+        alt._surely_no_trade = real
