@@ -578,7 +578,9 @@ class Tracker:
     weighted sums of their low ends (memory, host RAM) up to date. The cells
     the sums read come first at each place, so that a child whose memory does
     not fit is dropped before the rest of its cells are read (update_sums, then
-    update_rest)."""
+    update_rest). Every child of a node sets the same cells (those at its
+    place), so the node's ranges are kept once (parent) and set back once
+    (restore), and a child's are taken as a plain list (taken, apply)."""
 
     def __init__(self, cells: list, places: list[set[int]], n: int, sums: list):
         self.cells = cells
@@ -601,11 +603,35 @@ class Tracker:
     def _total(self, ranges: list, t: int) -> float:
         return _weighted_low(ranges, self.sums[t])
 
-    def update(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
-        """Set the ranges after place k is set; returns what to restore."""
-        saved = self.update_sums(ranges, totals, k, idx)
-        self.update_rest(ranges, k, idx, saved)
-        return saved
+    def parent(self, ranges: list, totals: list, k: int) -> tuple[list, list]:
+        """The ranges of the cells that read place k, and the sums, before any
+        value of place k is set: every child of a node sets the same cells,
+        so they are kept once per node (not once per child) and set back once
+        (restore)."""
+        return [ranges[i] for i in self.at[k]], list(totals)
+
+    def update_sums(self, ranges: list, totals: list, k: int, idx: list[int],
+                    parent: tuple) -> None:
+        """The cells the sums read and the sums, after place k is set, from
+        the node's own (parent()): each sum is the node's plus the change of
+        its terms at place k, the same float operations as before (a child
+        always starts from its node's values)."""
+        readers = self.readers[k] or self._readers(k)
+        self._read(ranges, k, idx, readers[0])
+        before, node_totals = parent
+        for t, terms in enumerate(self.terms_at[k]):
+            delta = 0.0
+            for i, n, w, side in terms:  # a negative weight reads the high end
+                delta += w * (ranges[i][side] - before[n][side])
+            total = node_totals[t]
+            if delta != delta or math.isinf(total) or math.isinf(delta):
+                totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
+            else:
+                totals[t] = total + delta if delta else total
+
+    def update_rest(self, ranges: list, k: int, idx: list[int]) -> None:
+        """The other cells that read place k, after update_sums."""
+        self._read(ranges, k, idx, (self.readers[k] or self._readers(k))[1])
 
     def _readers(self, k: int) -> tuple[list, list]:
         """Per place k, on first use: the readers of the cells the sums read,
@@ -625,31 +651,9 @@ class Tracker:
             readers = self.readers[k] = (found[:self.split[k]], found[self.split[k]:])
         return readers
 
-    def update_sums(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
-        """The cells the sums read and the sums, after place k is set; returns
-        what to restore (update_rest adds to it)."""
-        saved: list = []
-        readers = self.readers[k] or self._readers(k)
-        self._read(ranges, k, idx, saved, readers[0])
-        old_totals = list(totals)
-        for t, terms in enumerate(self.terms_at[k]):
-            delta = 0.0
-            for i, n, w, side in terms:  # a negative weight reads the high end
-                delta += w * (ranges[i][side] - saved[n][1][side])
-            if delta != delta or math.isinf(totals[t]) or math.isinf(delta):
-                totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
-            elif delta:
-                totals[t] += delta
-        return saved, old_totals
-
-    def update_rest(self, ranges: list, k: int, idx: list[int], saved: tuple) -> None:
-        """The other cells that read place k, after update_sums."""
-        self._read(ranges, k, idx, saved[0], (self.readers[k] or self._readers(k))[1])
-
     @staticmethod
-    def _read(ranges: list, k: int, idx: list[int], saved: list, readers: list) -> None:
+    def _read(ranges: list, k: int, idx: list[int], readers: list) -> None:
         for i, cell, level, j, key in readers:
-            saved.append((i, ranges[i]))
             if level is None:
                 if key is not None:  # Expr.bound's memo hit, read inline
                     memo = cell._memo
@@ -670,33 +674,27 @@ class Tracker:
                 at += idx[place] * stride
             ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
 
-    @staticmethod
-    def taken(ranges: list, totals: list, saved: tuple) -> tuple:
-        """What update() set (to set it again with apply())."""
-        return [(i, ranges[i]) for i, _ in saved[0]], list(totals)
+    def taken(self, ranges: list, totals: list, k: int) -> tuple:
+        """What a child that fits set (update_sums and update_rest), to set
+        it again with apply()."""
+        return [ranges[i] for i in self.at[k]], list(totals)
 
-    @staticmethod
-    def apply(ranges: list, totals: list, taken: tuple) -> tuple:
-        """Set again what update() set (taken()); returns what to restore."""
-        cells, new_totals = taken
-        saved = [(i, ranges[i]) for i, _ in cells]
-        for i, value in cells:
+    def apply(self, ranges: list, totals: list, k: int, taken: tuple) -> None:
+        """Set again what a child set (taken()): every cell that reads place k."""
+        for i, value in zip(self.at[k], taken[0]):
             ranges[i] = value
-        old_totals = list(totals)
-        totals[:] = new_totals
-        return saved, old_totals
+        totals[:] = taken[1]
+
+    def restore(self, ranges: list, totals: list, k: int, parent: tuple) -> None:
+        """The node's own ranges and sums back (parent())."""
+        for i, value in zip(self.at[k], parent[0]):
+            ranges[i] = value
+        totals[:] = parent[1]
 
 
 def _weighted_low(ranges: list, terms: list) -> float:
     """The least value of a weighted sum of the cells' ranges."""
     return sum(w * ranges[i][0 if w > 0 else 1] for w, i in terms)
-
-
-def _restore(ranges: list, totals: list, saved: tuple) -> None:
-    cells, old_totals = saved
-    for i, value in cells:
-        ranges[i] = value
-    totals[:] = old_totals
 
 
 class _State:
@@ -727,6 +725,7 @@ class _State:
             return
         children = []
         ranges, totals, tracker = self.ranges, self.totals, s.tracker
+        parent = tracker.parent(ranges, totals, k)
         for value in self.domains[k]:
             self.nodes += 1
             if self.nodes > self.budget:
@@ -738,26 +737,27 @@ class _State:
             if not self._rules_hold(k):
                 self.pruned[k] += 1
                 continue
-            saved = tracker.update_sums(ranges, totals, k, self.idx)
+            tracker.update_sums(ranges, totals, k, self.idx, parent)
             if self._fits():  # the rest of the cells only for a child that fits
-                tracker.update_rest(ranges, k, self.idx, saved)
+                tracker.update_rest(ranges, k, self.idx)
                 kept = defaults + (value == s.defaults[k])
                 bound = (self._memory(),) if self.first else self._bounds(k + 1, kept)
-                children.append((bound, value, kept, tracker.taken(ranges, totals, saved)))
+                children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
             else:
                 self.pruned[k] += 1
-            _restore(ranges, totals, saved)
         if len(children) > 1:  # a feasibility search tries the smallest first
             children.sort(key=_sortable)
-        for bound, value, kept, taken in children:
-            if self.best_float is not None and not self.first and \
-                    not _lex_less(bound, self.best_float, True):
-                self.pruned[k] += 1
-                continue
-            self.idx[k] = value
-            saved = tracker.apply(ranges, totals, taken)  # as update() would set them
-            self.dfs(k + 1, kept)
-            _restore(ranges, totals, saved)
+        try:
+            for bound, value, kept, taken in children:
+                if self.best_float is not None and not self.first and \
+                        not _lex_less(bound, self.best_float, True):
+                    self.pruned[k] += 1
+                    continue
+                self.idx[k] = value
+                tracker.apply(ranges, totals, k, taken)  # as update_sums and update_rest set them
+                self.dfs(k + 1, kept)
+        finally:  # the node's own ranges back (also where the search stops below)
+            tracker.restore(ranges, totals, k, parent)
 
     def _memory(self) -> float:
         return self.totals[0]
