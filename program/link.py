@@ -289,15 +289,32 @@ class _Writer:
 
     def _products(self, lo, hi, d, a0, a1, b0, b1):
         """*'s interval view: the least and greatest of the four products, 0 * inf
-        read as 0."""
+        read as 0. A side whose two ends are one value (the same name, or two
+        equal constants) gives each product twice, later in the same order:
+        written once (min and max keep the first of equals, so the same)."""
         products = []
-        for x, y in ((a0, b0), (a0, b1), (a1, b0), (a1, b1)):
-            p = self.fresh("p")
-            self.line(d, f"{p} = {x} * {y}")
-            self.line(d, f"if {p} != {p}: {p} = 0")
-            products.append(p)
+        for x in (a0,) if self._same(a0, a1) else (a0, a1):
+            for y in (b0,) if self._same(b0, b1) else (b0, b1):
+                p = self.fresh("p")
+                self.line(d, f"{p} = {x} * {y}")
+                self.line(d, f"if {p} != {p}: {p} = 0")
+                products.append(p)
+        if len(products) == 1:
+            self.line(d, f"{lo} = {hi} = {products[0]}")
+            return
         self.line(d, f"{lo} = min({', '.join(products)})")
         self.line(d, f"{hi} = max({', '.join(products)})")
+
+    def _same(self, x: str, y: str) -> bool:
+        """Whether two names hold the same value: one name, or two constants
+        of one type (int or float) and the same text (-0.0 is not 0.0)."""
+        if x == y:
+            return True
+        settled = self._settled(x, y)
+        if settled is None:
+            return False
+        u, v = settled
+        return type(u) is type(v) and type(u) in (int, float) and repr(u) == repr(v)
 
     def _op_if(self, cell, depth):
         """Expr._range's `if`: the branch the condition decides, both where it
@@ -398,9 +415,11 @@ class _Writer:
             self.line(d + 1, f"{lo} = -_inf")
             self.line(d + 1, f"{hi} = _inf")
             self.line(d, "else:")
-            q0, q1 = self.fresh("q"), self.fresh("q")
+            q0 = self.fresh("q")
             self.line(d + 1, f"{q0} = 1 / {b1}")
-            self.line(d + 1, f"{q1} = 1 / {b0}")
+            q1 = q0 if self._same(b0, b1) else self.fresh("q")
+            if q1 != q0:
+                self.line(d + 1, f"{q1} = 1 / {b0}")
             self._products(lo, hi, d + 1, a0, a1, q0, q1)
         return self._guarded(cell, [(a0, a1), (b0, b1)], depth, body)
 
