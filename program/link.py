@@ -18,6 +18,7 @@ import bisect
 import builtins
 import math
 import operator
+from functools import partial
 from types import FunctionType
 from typing import Any
 
@@ -390,6 +391,14 @@ class _Writer:
             return self.const(found[0]), self.const(found[1])
         r, key = self.fresh("r"), self.fresh("key")
         self.hoisted_reads += self._out is self.pre
+        if cell._memo is not None and not self.maybe_unknown(cell):
+            # a range is a pair (never falsy): a miss is the memo's None, filled by
+            # _missed (j bound), one line where a range may be UNKNOWN (None) takes four
+            memo = self.const(cell._memo)
+            self.line(depth, f"{key} = ({self.const(j)}, {self.const(cell._keys[j])}(idx))")
+            self.line(depth, f"{lo}, {hi} = {memo}.get({key}) or "
+                             f"{self.const(partial(cell._missed, j))}(k, idx, {key}, {memo})")
+            return lo, hi
         if cell._memo is None:
             self.line(depth, f"{r} = {self.const(cell)}.bound(k, idx)")
         else:
