@@ -15,7 +15,11 @@ bound, and every plan, is the same to the bit; it is only faster to run.
 from __future__ import annotations
 
 import bisect
+import builtins
 import math
+import operator
+from functools import partial
+from types import FunctionType
 from typing import Any
 
 from kbsolve import codecache
@@ -25,8 +29,10 @@ from kbsolve.program.operators import BOOL_RESULT, OPERATORS, interval
 # written out (each by its writer, _Writer._op_<inline>); the others call interval()
 INLINE = frozenset(name for name, op in OPERATORS.items() if op.inline)
 
-_MADE: dict[str, Any] = {}  # source -> its maker, compiled once per process
+_MADE: dict[str, Any] = {}  # source -> its code, compiled once per process
 MADE_LIMIT = 4096  # shapes kept (a long-lived server meets many KBs' shapes)
+# every link's globals besides its constants
+_BASE = {"__builtins__": builtins, "interval": interval, "_inf": math.inf, "_MISS": T._MISS}
 
 
 def link(expr, k: int):
@@ -36,8 +42,13 @@ def link(expr, k: int):
     The expression's arguments are written out where they read as many
     options as it does (their memo could not hit where its own missed) and
     read through their own bound() (its memo) elsewhere. The arrays, places,
-    strides and settled values are the maker's arguments, so the source
-    depends only on the expression's shape, and a shape is compiled once.
+    strides and settled values are the function's globals (c0, c1, ...), so
+    the source depends only on the expression's shape, and a shape is
+    compiled once; each link is a function of its own over a copy of that
+    code (a copy, so that the interpreter's cached look-ups of its globals
+    stay with one namespace). Globals rather than the arguments of a maker
+    closing over them: the text is shorter to parse (no header naming every
+    constant) and a link makes no closure cell per constant.
 
     The parts that do not read the level's last place (hoisted: see
     _Writer.emit) are found once per value of the places before it and kept:
@@ -53,17 +64,19 @@ def link(expr, k: int):
     else:
         writer.line(2, f"return ({lo}, {hi})")
     head = writer.head()  # before the names: its places are consts too
-    names = ", ".join(["interval", "_inf", "_MISS"] + [f"c{i}" for i in range(len(writer.consts))])
-    source = f"def make({names}):\n" + writer.kept() + "    def linked(k, idx):\n" + \
-        "\n".join(head + writer.lines) + "\n    return linked\n"
-    maker = _MADE.get(source)
-    if maker is None:
+    source = "def linked(k, idx):\n" + "\n".join(head + writer.lines) + "\n"
+    code = _MADE.get(source)
+    if code is None:
         namespace: dict = {}
         exec(codecache.compiled(source, "<linked>"), namespace)
         if len(_MADE) >= MADE_LIMIT:
             _MADE.clear()
-        maker = _MADE[source] = namespace["make"]
-    return maker(interval, math.inf, T._MISS, *writer.consts)
+        code = _MADE[source] = namespace["linked"].__code__
+    names = {f"c{i}": value for i, value in enumerate(writer.consts)}
+    names.update(_BASE)
+    if writer.exported:
+        names["_kept"] = {}
+    return FunctionType(code.replace(), names)
 
 
 HOIST_MIN = 2  # reads (table levels with places set, memos) worth keeping per prefix
@@ -87,21 +100,18 @@ class _Writer:
         self.exported: list[str] = []
         self.hoisted_reads = 0
         self._out = self.lines
+        # names found on every call (depth 2), by (block, what): read again, not found again
+        self._seen: dict = {}
 
     def line(self, depth: int, text: str) -> None:
         self._out.append("    " * depth + text)
-
-    def kept(self) -> str:
-        """The maker's store of hoisted values, by the prefix's values."""
-        return "    _kept = {}\n" if self.exported else ""
 
     def head(self) -> list[str]:
         """linked()'s first lines: the hoisted values for this prefix, found
         (self.pre) where not kept yet."""
         if not self.exported:
             return []
-        places = [f"idx[{self.const(p)}]" for p in self.prefix]
-        key = "(" + "".join(p + ", " for p in places) + ")"
+        key = _getter(self, self.prefix)
         names = "".join(n + ", " for n in self.exported)
         return ["        _key = " + key,
                 "        _got = _kept.get(_key)",
@@ -171,11 +181,19 @@ class _Writer:
         return self._generic(cell, depth)
 
     def _index(self, pairs, depth: int) -> str:
+        """The flat index of a level's cell; one found where the code runs on
+        every call (depth 2) is read again by later code of the same block."""
         if not pairs:
             return "0"
+        key = (id(self._out), "at", pairs)
+        at = self._seen.get(key)
+        if at is not None:
+            return at
         at = self.fresh("at")
         self.line(depth, f"{at} = " + " + ".join(f"idx[{self.const(p)}] * {self.const(s)}"
                                                  for p, s in pairs))
+        if depth == 2:
+            self._seen[key] = at
         return at
 
     def _table(self, table, depth: int) -> tuple[str, str]:
@@ -198,7 +216,13 @@ class _Writer:
         return lo, hi
 
     def _read(self, array, listed: bool, at: str, depth: int) -> str:
+        key = (id(self._out), id(array), at)  # the same cell read again (as _index)
+        name = self._seen.get(key)
+        if name is not None:
+            return name
         name = self.fresh("v")
+        if depth == 2:
+            self._seen[key] = name
         source = self.const(array)
         self.hoisted_reads += self._out is self.pre
         self.line(depth, f"{name} = {source}[{at}]" if listed else
@@ -266,24 +290,60 @@ class _Writer:
 
     def _products(self, lo, hi, d, a0, a1, b0, b1):
         """*'s interval view: the least and greatest of the four products, 0 * inf
-        read as 0."""
+        read as 0. A side whose two ends are one value (the same name, or two
+        equal constants) gives each product twice, later in the same order:
+        written once (min and max keep the first of equals, so the same)."""
         products = []
-        for x, y in ((a0, b0), (a0, b1), (a1, b0), (a1, b1)):
-            p = self.fresh("p")
-            self.line(d, f"{p} = {x} * {y}")
-            self.line(d, f"if {p} != {p}: {p} = 0")
-            products.append(p)
+        for x in (a0,) if self._same(a0, a1) else (a0, a1):
+            for y in (b0,) if self._same(b0, b1) else (b0, b1):
+                p = self.fresh("p")
+                self.line(d, f"{p} = {x} * {y}")
+                self.line(d, f"if {p} != {p}: {p} = 0")
+                products.append(p)
+        if len(products) == 1:
+            self.line(d, f"{lo} = {hi} = {products[0]}")
+            return
         self.line(d, f"{lo} = min({', '.join(products)})")
         self.line(d, f"{hi} = max({', '.join(products)})")
+
+    def _same(self, x: str, y: str) -> bool:
+        """Whether two names hold the same value: one name, or two constants
+        of one type (int or float) and the same text (-0.0 is not 0.0)."""
+        if x == y:
+            return True
+        settled = self._settled(x, y)
+        if settled is None:
+            return False
+        u, v = settled
+        return type(u) is type(v) and type(u) in (int, float) and repr(u) == repr(v)
 
     def _op_if(self, cell, depth):
         """Expr._range's `if`: the branch the condition decides, both where it
         does not (then their hull), UNKNOWN where the condition is. Each branch
         is written once: `then` is read unless the condition is surely false,
-        `other` unless it is surely true."""
+        `other` unless it is surely true. A condition settled when the level
+        is linked (two constants) writes only the branch it takes (or both,
+        unconditionally, for the hull); one read as a single value (a bool
+        table's level) is an if/else."""
         test, then, other = cell.args
         t0, t1 = self.emit(test, depth)
+        settled = self._settled(t0, t1)
+        if settled is not None:  # the test's range is a constant: its branch only
+            if settled[0]:
+                return self.emit(then, depth)
+            if not settled[1]:
+                return self.emit(other, depth)
         lo, hi = self.fresh("lo"), self.fresh("hi")
+        if t0 == t1 and not self.maybe_unknown(test):  # one value: one branch or the other
+            self.line(depth, f"if {t0}:")
+            a0, a1 = self.emit(then, depth + 1)
+            self.line(depth + 1, f"{lo} = {a0}")
+            self.line(depth + 1, f"{hi} = {a1}")
+            self.line(depth, "else:")
+            b0, b1 = self.emit(other, depth + 1)
+            self.line(depth + 1, f"{lo} = {b0}")
+            self.line(depth + 1, f"{hi} = {b1}")
+            return lo, hi
         if self.maybe_unknown(test):
             self.line(depth, f"if {t0} is None:")
             self.line(depth + 1, f"{lo} = {hi} = None")
@@ -313,6 +373,12 @@ class _Writer:
         self.line(inner, f"{hi} = max({a1}, {b1})")
         return lo, hi
 
+    def _settled(self, t0: str, t1: str):
+        """The values of a range written as two constants (else None)."""
+        if t0[0] == "c" and t0[1:].isdigit() and t1[0] == "c" and t1[1:].isdigit():
+            return self.consts[int(t0[1:])], self.consts[int(t1[1:])]
+        return None
+
     def _called(self, cell, depth):
         """A smaller expression, through its memo (as Expr.bound reads it, inline):
         its range where none of its options is set yet, read now, is a constant."""
@@ -325,15 +391,22 @@ class _Writer:
             return self.const(found[0]), self.const(found[1])
         r, key = self.fresh("r"), self.fresh("key")
         self.hoisted_reads += self._out is self.pre
+        if cell._memo is not None and not self.maybe_unknown(cell):
+            # a range is a pair (never falsy): a miss is the memo's None, filled by
+            # _missed (j bound), one line where a range may be UNKNOWN (None) takes four
+            memo = self.const(cell._memo)
+            self.line(depth, f"{key} = ({self.const(j)}, {self.const(cell._keys[j])}(idx))")
+            self.line(depth, f"{lo}, {hi} = {memo}.get({key}) or "
+                             f"{self.const(partial(cell._missed, j))}(k, idx, {key}, {memo})")
+            return lo, hi
         if cell._memo is None:
             self.line(depth, f"{r} = {self.const(cell)}.bound(k, idx)")
         else:
-            places = [f"idx[{self.const(p)}]" for p in cell._places[:j]]
-            self.line(depth, f"{key} = ({self.const(j)}, " + (places[0] if j == 1 else
-                                                              "(" + ", ".join(places) + ")") + ")")
+            # the memo's key as Expr.bound makes it: (j, its getter of the set places)
+            self.line(depth, f"{key} = ({self.const(j)}, {self.const(cell._keys[j])}(idx))")
             memo = self.const(cell._memo)
             self.line(depth, f"{r} = {memo}.get({key}, _MISS)")
-            self.line(depth, f"if {r} is _MISS: {r} = {self.const(cell)}._missed("
+            self.line(depth, f"if {r} is _MISS: {r} = {self.const(cell._missed)}("
                              f"{self.const(j)}, k, idx, {key}, {memo})")
         if self.maybe_unknown(cell):
             self.line(depth, f"{lo}, {hi} = ({r} if {r} is not None else (None, None))")
@@ -351,9 +424,11 @@ class _Writer:
             self.line(d + 1, f"{lo} = -_inf")
             self.line(d + 1, f"{hi} = _inf")
             self.line(d, "else:")
-            q0, q1 = self.fresh("q"), self.fresh("q")
+            q0 = self.fresh("q")
             self.line(d + 1, f"{q0} = 1 / {b1}")
-            self.line(d + 1, f"{q1} = 1 / {b0}")
+            q1 = q0 if self._same(b0, b1) else self.fresh("q")
+            if q1 != q0:
+                self.line(d + 1, f"{q1} = 1 / {b0}")
             self._products(lo, hi, d + 1, a0, a1, q0, q1)
         return self._guarded(cell, [(a0, a1), (b0, b1)], depth, body)
 
@@ -368,6 +443,16 @@ class _Writer:
         lo, hi = self.fresh("lo"), self.fresh("hi")
         self.line(depth, f"{lo}, {hi} = ({r} if {r} is not None else (None, None))")
         return lo, hi
+
+
+def _getter(writer, places) -> str:
+    """Code for a key of idx's values at `places` (a hoisted block's prefix):
+    one C call (operator.itemgetter) for two places or more."""
+    if not places:
+        return "()"
+    if len(places) == 1:
+        return f"idx[{writer.const(places[0])}]"
+    return f"{writer.const(operator.itemgetter(*places))}(idx)"
 
 
 # the writer of each operator program/operators.py marks inline: its interval

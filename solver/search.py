@@ -578,7 +578,9 @@ class Tracker:
     weighted sums of their low ends (memory, host RAM) up to date. The cells
     the sums read come first at each place, so that a child whose memory does
     not fit is dropped before the rest of its cells are read (update_sums, then
-    update_rest)."""
+    update_rest). Every child of a node sets the same cells (those at its
+    place), so the node's ranges are kept once (parent) and set back once
+    (restore), and a child's are taken as a plain list (taken, apply)."""
 
     def __init__(self, cells: list, places: list[set[int]], n: int, sums: list):
         self.cells = cells
@@ -601,102 +603,131 @@ class Tracker:
     def _total(self, ranges: list, t: int) -> float:
         return _weighted_low(ranges, self.sums[t])
 
-    def update(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
-        """Set the ranges after place k is set; returns what to restore."""
-        saved = self.update_sums(ranges, totals, k, idx)
-        self.update_rest(ranges, k, idx, saved)
-        return saved
-
-    def _readers(self, k: int) -> tuple[list, list]:
-        """Per place k, on first use: the readers of the cells the sums read,
-        and of the rest; each (slot, cell, Table level or None, memo level j,
-        memo key) with j and the key for an expression (as Expr.bound finds
-        them: they depend on k only, for this preparation)."""
-        readers = self.readers[k]
-        if readers is None:
-            found = []
-            for i in self.at[k]:
-                cell, level = reader_of(self.cells[i], k + 1)
-                if isinstance(cell, Expr):
-                    j = bisect.bisect_left(cell._places, k + 1)
-                    found.append((i, cell, None, j, cell._keys[j]))
-                else:
-                    found.append((i, cell, level, 0, None))
-            readers = self.readers[k] = (found[:self.split[k]], found[self.split[k]:])
-        return readers
-
-    def update_sums(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
-        """The cells the sums read and the sums, after place k is set; returns
-        what to restore (update_rest adds to it)."""
-        saved: list = []
+    def parent(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
+        """The ranges of the cells that read place k, and the sums, before any
+        value of place k is set: every child of a node sets the same cells,
+        so they are kept once per node (not once per child) and set back once
+        (restore). With them, each table's index over the places before k
+        (the same for every child: a child adds its value times one stride)."""
         readers = self.readers[k] or self._readers(k)
-        self._read(ranges, k, idx, saved, readers[0])
-        old_totals = list(totals)
+        bases = []
+        for tables, _ in readers:
+            found = []
+            for _, _, _, _, _, before in tables:
+                at = 0
+                for place, stride in before:
+                    at += idx[place] * stride
+                found.append(at)
+            bases.append(found)
+        return [ranges[i] for i in self.at[k]], list(totals), bases
+
+    def update_sums(self, ranges: list, totals: list, k: int, idx: list[int],
+                    parent: tuple) -> None:
+        """The cells the sums read and the sums, after place k is set, from
+        the node's own (parent()): each sum is the node's plus the change of
+        its terms at place k, the same float operations as before (a child
+        always starts from its node's values)."""
+        tables, exprs = self.readers[k][0]
+        before, node_totals, bases = parent
+        _tables(ranges, idx[k], tables, bases[0])
+        if exprs:
+            _exprs(ranges, k, idx, exprs)
         for t, terms in enumerate(self.terms_at[k]):
             delta = 0.0
             for i, n, w, side in terms:  # a negative weight reads the high end
-                delta += w * (ranges[i][side] - saved[n][1][side])
-            if delta != delta or math.isinf(totals[t]) or math.isinf(delta):
+                delta += w * (ranges[i][side] - before[n][side])
+            total = node_totals[t]
+            if delta != delta or math.isinf(total) or math.isinf(delta):
                 totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
-            elif delta:
-                totals[t] += delta
-        return saved, old_totals
+            else:
+                totals[t] = total + delta if delta else total
 
-    def update_rest(self, ranges: list, k: int, idx: list[int], saved: tuple) -> None:
+    def update_rest(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The other cells that read place k, after update_sums."""
-        self._read(ranges, k, idx, saved[0], (self.readers[k] or self._readers(k))[1])
+        tables, exprs = self.readers[k][1]
+        _tables(ranges, idx[k], tables, parent[2][1])
+        if exprs:
+            _exprs(ranges, k, idx, exprs)
 
-    @staticmethod
-    def _read(ranges: list, k: int, idx: list[int], saved: list, readers: list) -> None:
-        for i, cell, level, j, key in readers:
-            saved.append((i, ranges[i]))
-            if level is None:
-                if key is not None:  # Expr.bound's memo hit, read inline
-                    memo = cell._memo
-                    if memo is not None:
-                        slot = (j, key(idx))
-                        found = memo.get(slot, _MISS)
-                        if found is _MISS:
-                            found = cell._fill(j, k + 1, idx, slot, memo)
-                        else:
-                            cell._hits += 1
-                        ranges[i] = found
-                        continue
-                ranges[i] = cell.bound(k + 1, idx)
-                continue
-            pairs, low, high, listed = level  # Table.bound, its level found once
-            at = 0
-            for place, stride in pairs:
-                at += idx[place] * stride
-            ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
+    def _readers(self, k: int) -> tuple:
+        """Per place k, on first use: the readers of the cells the sums read,
+        and of the rest, each as (tables, expressions). A table's: (slot,
+        stride of place k, its level's low and high, listed, the (place,
+        stride) pairs before k); an expression's (or a table of codes'):
+        (slot, cell, memo level j, memo key), j and the key as Expr.bound
+        finds them (they depend on k only, for this preparation), the key
+        None where bound() itself answers. Tables are read before
+        expressions: a table's read changes nothing, and the expressions
+        (whose reads fill memos and link levels) keep their order."""
+        readers = self.readers[k]
+        if readers is None:
+            parts = []
+            for part in (self.at[k][:self.split[k]], self.at[k][self.split[k]:]):
+                tables, exprs = [], []
+                for i in part:
+                    cell, level = reader_of(self.cells[i], k + 1)
+                    if isinstance(cell, Expr):
+                        j = bisect.bisect_left(cell._places, k + 1)
+                        exprs.append((i, cell, j, cell._keys[j]))
+                    elif level is None:  # a table of codes
+                        exprs.append((i, cell, 0, None))
+                    else:
+                        pairs, low, high, listed = level
+                        if pairs and pairs[-1][0] == k:
+                            tables.append((i, pairs[-1][1], low, high, listed, pairs[:-1]))
+                        else:  # not read at k (never, for a cell at place k): all before
+                            tables.append((i, 0, low, high, listed, pairs))
+                parts.append((tables, exprs))
+            readers = self.readers[k] = tuple(parts)
+        return readers
 
-    @staticmethod
-    def taken(ranges: list, totals: list, saved: tuple) -> tuple:
-        """What update() set (to set it again with apply())."""
-        return [(i, ranges[i]) for i, _ in saved[0]], list(totals)
+    def taken(self, ranges: list, totals: list, k: int) -> tuple:
+        """What a child that fits set (update_sums and update_rest), to set
+        it again with apply()."""
+        return [ranges[i] for i in self.at[k]], list(totals)
 
-    @staticmethod
-    def apply(ranges: list, totals: list, taken: tuple) -> tuple:
-        """Set again what update() set (taken()); returns what to restore."""
-        cells, new_totals = taken
-        saved = [(i, ranges[i]) for i, _ in cells]
-        for i, value in cells:
+    def apply(self, ranges: list, totals: list, k: int, taken: tuple) -> None:
+        """Set again what a child set (taken()): every cell that reads place k."""
+        for i, value in zip(self.at[k], taken[0]):
             ranges[i] = value
-        old_totals = list(totals)
-        totals[:] = new_totals
-        return saved, old_totals
+        totals[:] = taken[1]
+
+    def restore(self, ranges: list, totals: list, k: int, parent: tuple) -> None:
+        """The node's own ranges and sums back (parent())."""
+        for i, value in zip(self.at[k], parent[0]):
+            ranges[i] = value
+        totals[:] = parent[1]
+
+
+def _tables(ranges: list, value: int, tables: list, bases: list) -> None:
+    """Table.bound's reads at place k set to `value` (its level found once):
+    the node's index plus the value times the table's stride of place k."""
+    for (i, stride, low, high, listed, _), base in zip(tables, bases):
+        at = base + value * stride
+        ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
+
+
+def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
+    """Expr.bound's reads, its memo read inline."""
+    for i, cell, j, key in exprs:
+        if key is not None:
+            memo = cell._memo
+            if memo is not None:
+                slot = (j, key(idx))
+                found = memo.get(slot, _MISS)
+                if found is _MISS:
+                    found = cell._fill(j, k + 1, idx, slot, memo)
+                else:
+                    cell._hits += 1
+                ranges[i] = found
+                continue
+        ranges[i] = cell.bound(k + 1, idx)
 
 
 def _weighted_low(ranges: list, terms: list) -> float:
+
     """The least value of a weighted sum of the cells' ranges."""
     return sum(w * ranges[i][0 if w > 0 else 1] for w, i in terms)
-
-
-def _restore(ranges: list, totals: list, saved: tuple) -> None:
-    cells, old_totals = saved
-    for i, value in cells:
-        ranges[i] = value
-    totals[:] = old_totals
 
 
 class _State:
@@ -727,6 +758,7 @@ class _State:
             return
         children = []
         ranges, totals, tracker = self.ranges, self.totals, s.tracker
+        parent = tracker.parent(ranges, totals, k, self.idx)
         for value in self.domains[k]:
             self.nodes += 1
             if self.nodes > self.budget:
@@ -738,26 +770,27 @@ class _State:
             if not self._rules_hold(k):
                 self.pruned[k] += 1
                 continue
-            saved = tracker.update_sums(ranges, totals, k, self.idx)
+            tracker.update_sums(ranges, totals, k, self.idx, parent)
             if self._fits():  # the rest of the cells only for a child that fits
-                tracker.update_rest(ranges, k, self.idx, saved)
+                tracker.update_rest(ranges, k, self.idx, parent)
                 kept = defaults + (value == s.defaults[k])
                 bound = (self._memory(),) if self.first else self._bounds(k + 1, kept)
-                children.append((bound, value, kept, tracker.taken(ranges, totals, saved)))
+                children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
             else:
                 self.pruned[k] += 1
-            _restore(ranges, totals, saved)
         if len(children) > 1:  # a feasibility search tries the smallest first
             children.sort(key=_sortable)
-        for bound, value, kept, taken in children:
-            if self.best_float is not None and not self.first and \
-                    not _lex_less(bound, self.best_float, True):
-                self.pruned[k] += 1
-                continue
-            self.idx[k] = value
-            saved = tracker.apply(ranges, totals, taken)  # as update() would set them
-            self.dfs(k + 1, kept)
-            _restore(ranges, totals, saved)
+        try:
+            for bound, value, kept, taken in children:
+                if self.best_float is not None and not self.first and \
+                        not _lex_less(bound, self.best_float, True):
+                    self.pruned[k] += 1
+                    continue
+                self.idx[k] = value
+                tracker.apply(ranges, totals, k, taken)  # as update_sums and update_rest set them
+                self.dfs(k + 1, kept)
+        finally:  # the node's own ranges back (also where the search stops below)
+            tracker.restore(ranges, totals, k, parent)
 
     def _memory(self) -> float:
         return self.totals[0]
