@@ -28,6 +28,7 @@ from kbsolve.dsl.types import NUM
 from kbsolve.program.operators import FRAGILE, UNKNOWN, interval
 from kbsolve.program.operators import SCALAR as _SCALAR
 from kbsolve.program.operators import VECTOR as _VECTOR
+from kbsolve.program.program import summed_terms
 
 LIMIT = 1 << 15  # cells of a float table
 EXACT_LIMIT = 1 << 12  # cells of a table of Fractions
@@ -490,9 +491,8 @@ class Tables:
         if isinstance(node, ir.LetRef):
             return self.cell(p.kb.lets[node.let].expr, exact)
         if isinstance(node, ir.MemorySum):
-            parts = [self.cell(t.expr, exact) for t in p.program.memory
-                     if t.framework == node.framework and t.level == node.level
-                     and t.location == "gpu"]
+            parts = [self.cell(t.expr, exact)
+                     for t in summed_terms(p.kb, node.framework, node.level)]
             return self.total(parts, exact)
         mode = exact or node.op in FRAGILE  # a fragile operation works on Fractions
         args = [self.cell(a, mode) for a in node.args]
