@@ -16,6 +16,7 @@ values it can still take when only the first k options of the order are set.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import operator
 from fractions import Fraction
@@ -401,11 +402,26 @@ class Expr:
         return found
 
 
+class _Rules(list):
+    """rule_tables' list, with the places of the rules reading each option and
+    the masks masked() has made of them (many summands fold the same rules in
+    over the same options)."""
+
+    by_axis: dict
+    oks: dict
+
+
 def rule_tables(rules: list) -> list:
     """The rules masked() can fold in (tables over some option), each with its
-    options as a set: found once for the many cells a search masks."""
-    return [(rule, frozenset(rule.deps)) for rule in rules
-            if isinstance(rule, Table) and rule.deps]
+    options as a set, and by option the places of the rules that read it: found
+    once for the many cells a search masks."""
+    found = _Rules((rule, frozenset(rule.deps)) for rule in rules
+                   if isinstance(rule, Table) and rule.deps)
+    found.by_axis, found.oks = {}, {}
+    for i, (_, options) in enumerate(found):
+        for axis in options:
+            found.by_axis.setdefault(axis, []).append(i)
+    return found
 
 
 def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
@@ -417,20 +433,30 @@ def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
         return cell
     deps = set(cell.deps)
     chosen = []
-    for rule, options in rules:
-        if not deps.isdisjoint(options):
-            union = deps | options
-            if math.prod(sizes[a] for a in union) <= limit:
-                deps = union
-                chosen.append(rule)
+    for rule, options in _sharing(rules, deps):
+        union = deps | options
+        if math.prod(sizes[a] for a in union) <= limit:
+            deps.update(options)
+            chosen.append(rule)
     if not chosen:
         return cell
     axes = tuple(sorted(deps))
     shape = tuple(sizes[a] for a in axes)
     array = np.broadcast_to(_spread(cell, axes, shape, cell.exact), shape)
-    ok = np.ones(shape, dtype=bool)
-    for rule in chosen:
-        ok = ok & _spread(rule, axes, shape, True)
+    oks = getattr(rules, "oks", None)  # the masks met before, by the rules folded in
+    key = (axes, tuple(id(rule) for rule in chosen))
+    ok = None if oks is None else oks.get(key)
+    if ok is None:
+        ok = np.ones(shape, dtype=bool)
+        alike: dict[tuple, Any] = {}  # rules over the same options, joined at their size
+        for rule in chosen:
+            joined = alike.get(rule.deps)
+            alike[rule.deps] = rule.array if joined is None else joined & rule.array
+        for deps_, joined in alike.items():
+            np.logical_and(ok, joined.reshape([shape[i] if axis in deps_ else 1
+                                               for i, axis in enumerate(axes)]), out=ok)
+        if oks is not None:
+            oks[key] = ok
     if cell.exact:
         array = array.astype(float)
     return Table(axes, shape, np.ascontiguousarray(np.where(ok, array, np.inf)), "num", False)
@@ -481,6 +507,10 @@ class Tables:
         return Table((), (), array, kind, exact)
 
     def _build(self, node: ir.Node, exact: bool):
+        if node.__class__ is ir.Op:  # the most common node first
+            mode = exact or node.op in FRAGILE  # a fragile operation works on Fractions
+            cell = self.cell
+            return self.combine(node.op, [cell(a, mode) for a in node.args], _kind(node), mode)
         p = self.problem
         if isinstance(node, ir.Const):
             return self.constant(node.value, exact)
@@ -526,6 +556,15 @@ class Tables:
 
     def combine(self, op: str, args: list, kind: str, exact: bool):
         """A table of op(args) when the args are tables small enough together."""
+        for a in args:
+            if a.deps or a.__class__ is not Table:
+                break
+        else:  # every arg a constant table: the same arrays as below, without the shapes
+            return _constant_of(op, args, kind, exact)
+        return self.combined(op, args, kind, exact)
+
+    def combined(self, op: str, args: list, kind: str, exact: bool):
+        """combine() by broadcasting over the args' options (any args)."""
         deps = tuple(sorted(set().union(*[a.deps for a in args])))
         size = math.prod(self.sizes[a] for a in deps)
         if all(isinstance(a, Table) for a in args) and \
@@ -543,6 +582,54 @@ class Tables:
         if op == "+" and isinstance(args[0], Expr) and args[0].op == "sum":
             return Expr("sum", args[0].args + [args[1]], kind, exact)
         return Expr("sum" if op == "+" else op, list(args), kind, exact)
+
+
+def _sharing(rules: list, deps: set):
+    """The rules, in order, that share an option with `deps` as it stands when
+    each is reached (masked() grows `deps` as it folds rules in): those of
+    rule_tables' list are found through its places by option rather than by
+    testing every rule."""
+    by_axis = getattr(rules, "by_axis", None)
+    if by_axis is None:
+        for rule, options in rules:
+            if not deps.isdisjoint(options):
+                yield rule, options
+        return
+    pending = sorted({i for axis in deps for i in by_axis.get(axis, ())})
+    seen = set(pending)
+    heapq.heapify(pending)
+    while pending:
+        i = heapq.heappop(pending)
+        known = set(deps)
+        yield rules[i]
+        for axis in deps - known:  # options the caller folded in: their later rules
+            for j in by_axis.get(axis, ()):
+                if j > i and j not in seen:
+                    seen.add(j)
+                    heapq.heappush(pending, j)
+
+
+def _constant_of(op: str, args: list, kind: str, exact: bool) -> Table:
+    """Tables.combine over tables of no option: each arg's array as _spread lays
+    it out over no axes, the operator's vector view, the casts combine makes and
+    its layout (ascontiguousarray makes one cell of a 0-d array), so that the
+    table holds the same array combine's general path builds."""
+    arrays = []
+    for a in args:
+        array = a.array
+        if a.kind == "num":
+            if a.exact and not exact:
+                array = array.astype(float)
+            elif exact and not a.exact:
+                raise AssertionError("an exact table built from a float one")
+        arrays.append(array.reshape(()))
+    with np.errstate(all="ignore"):
+        array = np.asarray(_VECTOR[op](*arrays))
+    if kind == "num" and not exact and array.dtype == object:
+        array = array.astype(float)
+    elif kind == "bool":
+        array = array.astype(bool)
+    return Table((), (), array.reshape(1), kind, exact)
 
 
 def allowed_mask(sizes, masks: list) -> np.ndarray:

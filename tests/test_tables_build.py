@@ -1,0 +1,91 @@
+"""The tables' build shortcuts (program/tables.py) against the general code they stand
+for, on real queries: a combination of constant tables (no option) is the array the
+broadcasting path builds, and masked() finds the same rules through rule_tables'
+places by option as by testing every rule in order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kbsolve import api
+from kbsolve.program.query import Query, resolve
+from kbsolve.program.tables import Expr, Table, Tables, masked, rule_tables
+from kbsolve.solver.search import Search
+
+QUERIES = [
+    {"gpus": "8xA100", "model": "qwen3-8b"},
+    {"gpus": "1x4090", "model": "llama3-70b"},
+    {"gpus": "8xH100", "model": "flux1-dev"},
+    {"gpus": "8xH100", "model": "qwen2.5-7b", "framework": "pytorch"},
+]
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb()
+
+
+def _roots(problem, tables: Tables) -> list:
+    """Every rule and memory, speed and preference formula of the problem, tabled."""
+    program = problem.program
+    nodes = [r.constraint for r in problem.rules] + [t.expr for t in program.memory] + \
+        [t.expr for t in program.speed] + [t.expr for t in program.preferences]
+    return [tables.cell(n) for n in nodes]
+
+
+def _cells(root) -> list:
+    found = {id(root): root}
+    if isinstance(root, Expr):
+        root.tables(found)
+    return list(found.values())
+
+
+def _same(a, b) -> None:
+    assert type(a) is type(b) and a.deps == b.deps and a.kind == b.kind and a.exact == b.exact
+    if isinstance(a, Table):
+        assert a.array.shape == b.array.shape and a.array.dtype == b.array.dtype
+        assert a.array.ravel().tolist() == b.array.ravel().tolist() or \
+            np.array_equal(a.array, b.array, equal_nan=True)
+    else:
+        assert a.op == b.op and len(a.args) == len(b.args)
+        for x, y in zip(a.args, b.args):
+            _same(x, y)
+
+
+@pytest.mark.parametrize("fields", QUERIES, ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_constant_combinations_are_the_general_paths_arrays(kb, fields, monkeypatch):
+    problem = resolve(kb, Query(**fields)).problem
+    keys = sorted(problem.choices)
+    fast = _roots(problem, Tables(problem, keys))
+    constants = [0]
+    general = Tables.combined
+
+    def counted(self, op, args, kind, exact):
+        constants[0] += all(isinstance(a, Table) and not a.deps for a in args)
+        return general(self, op, args, kind, exact)
+
+    monkeypatch.setattr(Tables, "combine", counted)
+    slow = _roots(problem, Tables(problem, keys))
+    assert constants[0] > 100  # the shortcut stood for many combinations here
+    assert len(fast) == len(slow)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("fields", QUERIES, ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_masked_finds_the_rules_a_scan_in_order_finds(kb, fields):
+    search = Search(resolve(kb, Query(**fields)).problem)
+    rules = [c for _, c in search.rules]
+    indexed, plain = rule_tables(rules), list(rule_tables(rules))
+    sizes = search.tables.sizes
+    summands = [c for root in search.memory + [search.time] for c in _cells(root)
+                if isinstance(c, Table) and c.kind == "num" and c.deps]
+    folded = 0
+    for limit in (64, 4096, 1 << 15):  # a small limit stops folding part way
+        for cell in summands:
+            a, b = masked(cell, indexed, sizes, limit), masked(cell, plain, sizes, limit)
+            folded += a is not cell
+            _same(a, b)
+            assert a.array.size <= max(limit, cell.array.size)
+    assert folded > 10
