@@ -59,6 +59,12 @@ def _memo(kb: KnowledgeBase) -> dict:
     return found
 
 
+def kept(kb: KnowledgeBase, name: str) -> dict:
+    """A dict kept in the KB's memo of linked data under `name`, for what is computed
+    once per KB and read by every query (the tables' constants: program/tables.py)."""
+    return _memo(kb).setdefault(name, {})
+
+
 def reads(kb: KnowledgeBase, node: ir.Node, sums: bool = False) -> Reads:
     """The options, facts and lets `node` reads, through lets, transitively. With
     `sums` the GPU memory terms a memory sum adds up count as read too (what the

@@ -29,7 +29,7 @@ from kbsolve.dsl.types import NUM
 from kbsolve.program.operators import FRAGILE, UNKNOWN, interval
 from kbsolve.program.operators import SCALAR as _SCALAR
 from kbsolve.program.operators import VECTOR as _VECTOR
-from kbsolve.program.program import summed_terms
+from kbsolve.program.program import kept, summed_terms
 
 LIMIT = 1 << 15  # cells of a float table
 EXACT_LIMIT = 1 << 12  # cells of a table of Fractions
@@ -474,6 +474,7 @@ class Tables:
         self._cells: dict[tuple[int, bool], tuple[Any, Any]] = {}
         self._lets: dict[tuple[str, bool], Any] = {}
         self._keep: list = []  # synthetic nodes, kept alive so that their ids stay unique
+        self._constants = kept(problem.kb, "constants")  # Const nodes' tables, once per KB
 
     # ---- building
     def cell(self, node: ir.Node, exact: bool = False):
@@ -513,7 +514,13 @@ class Tables:
             return self.combine(node.op, [cell(a, mode) for a in node.args], _kind(node), mode)
         p = self.problem
         if isinstance(node, ir.Const):
-            return self.constant(node.value, exact)
+            if isinstance(node.value, str):  # codes are numbered per query
+                return self.constant(node.value, exact)
+            key = (id(node), exact)
+            found = self._constants.get(key)
+            if found is None or found[0] is not node:
+                found = self._constants[key] = (node, self.constant(node.value, exact))
+            return found[1]
         if isinstance(node, ir.FactRef):
             return self.constant(p.evaluator.run(node, {}), exact)
         if isinstance(node, ir.OptionRef):

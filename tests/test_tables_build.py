@@ -5,10 +5,13 @@ places by option as by testing every rule in order."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 from kbsolve import api
+from kbsolve.dsl import ir
 from kbsolve.program.query import Query, resolve
 from kbsolve.program.tables import Expr, Table, Tables, masked, rule_tables
 from kbsolve.solver.search import Search
@@ -89,3 +92,26 @@ def test_masked_finds_the_rules_a_scan_in_order_finds(kb, fields):
             _same(a, b)
             assert a.array.size <= max(limit, cell.array.size)
     assert folded > 10
+
+
+def test_a_constants_table_is_built_once_per_kb_and_codes_per_query(kb):
+    first, second = (resolve(kb, Query(**f)).problem for f in QUERIES[:2])
+    a, b = Tables(first, sorted(first.choices)), Tables(second, sorted(second.choices))
+    _roots(first, a)
+    _roots(second, b)
+    numbers = [n for n in _nodes(first) if isinstance(n, ir.Const)
+               and not isinstance(n.value, str)]
+    words = [n for n in _nodes(first) if isinstance(n, ir.Const) and isinstance(n.value, str)]
+    assert numbers and words
+    for node in numbers:
+        for exact in (False, True):
+            assert a.cell(node, exact) is b.cell(node, exact)
+            assert a.cell(node, exact).values == [(Fraction if exact else float)(node.value)]
+    for node in words:  # an enum's codes are numbered by each query's tables
+        assert a.cell(node) is not b.cell(node)
+        assert a.cell(node).values == [a.codes[node.value]]
+
+
+def _nodes(problem) -> list:
+    roots = [r.constraint for r in problem.rules] + [t.expr for t in problem.program.memory]
+    return [n for root in roots for n in ir.walk(root)]
