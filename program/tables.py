@@ -475,6 +475,7 @@ class Tables:
         self._lets: dict[tuple[str, bool], Any] = {}
         self._keep: list = []  # synthetic nodes, kept alive so that their ids stay unique
         self._constants = kept(problem.kb, "constants")  # Const nodes' tables, once per KB
+        self._options: dict[tuple[str, bool], tuple] = {}  # (key, exact) -> (array, kind)
 
     # ---- building
     def cell(self, node: ir.Node, exact: bool = False):
@@ -540,7 +541,17 @@ class Tables:
         if key not in self.axis:
             return self.constant(p.fixed[key] if key in p.fixed else p.kb.options[key].default,
                                  exact)
-        values = p.choices[key]
+        axis = self.axis[key]
+        found = self._options.get((key, exact))
+        if found is None:
+            found = self._options[(key, exact)] = self._values_of(key, exact)
+        return Table((axis,), (self.sizes[axis],), *found, exact)
+
+    def _values_of(self, key: str, exact: bool) -> tuple:
+        """An open option's values as an array, and its kind: made once per query
+        (each reference to the option is a table of its own over the same array;
+        no table writes into its array)."""
+        values = self.problem.choices[key]
         if all(isinstance(v, bool) for v in values):
             array, kind = np.array(values, dtype=bool), "bool"
         elif all(isinstance(v, str) for v in values):
@@ -550,8 +561,7 @@ class Tables:
             array[:] = [Fraction(v) for v in values]
         else:
             array, kind = np.array([float(v) for v in values]), "num"
-        axis = self.axis[key]
-        return Table((axis,), (self.sizes[axis],), array, kind, exact)
+        return array, kind
 
     def total(self, parts: list, exact: bool):
         if not parts:
@@ -580,7 +590,8 @@ class Tables:
             arrays = [_spread(a, deps, shape, exact) for a in args]
             with np.errstate(all="ignore"):
                 array = np.asarray(_VECTOR[op](*arrays))
-            array = np.broadcast_to(array, shape)
+            if array.shape != shape:
+                array = np.broadcast_to(array, shape)
             if kind == "num" and not exact and array.dtype == object:
                 array = array.astype(float)
             elif kind == "bool":
