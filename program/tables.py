@@ -201,11 +201,15 @@ class Table:
             masked = _hidden(array, masks, np.inf)
         floor = float(masked.min())
         out = {}
+        leading = masked  # the table reduced over the axes before i
         for i, axis in enumerate(self.deps):
-            # the minimum per value of axis i: that axis first, the others as one
+            # the minimum per value of axis i: the axes before it are reduced one
+            # by one, shared by every later axis; the axes after it as one
             # contiguous run per value (the same cells as min over the others)
-            per_value = np.moveaxis(masked, i, 0).reshape(self.sizes[i], -1).min(axis=1) \
-                if len(self.sizes) > 1 else masked
+            per_value = leading.reshape(self.sizes[i], -1).min(axis=1) \
+                if leading.ndim > 1 else leading
+            if i + 1 < len(self.deps):
+                leading = leading.min(axis=0)
             if not masks[i].all():
                 per_value = per_value[masks[i]]
             per_value = per_value[np.isfinite(per_value)]

@@ -115,3 +115,25 @@ def test_a_constants_table_is_built_once_per_kb_and_codes_per_query(kb):
 def _nodes(problem) -> list:
     roots = [r.constraint for r in problem.rules] + [t.expr for t in problem.program.memory]
     return [n for root in roots for n in ir.walk(root)]
+
+
+@pytest.mark.parametrize("fields", QUERIES, ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_spread_is_each_values_least_over_the_allowed_cells(kb, fields):
+    search = Search(resolve(kb, Query(**fields)).problem)
+    assert search.prepare()
+    allowed = search.allowed
+    tables = [c for c in search.cells if isinstance(c, Table) and c.kind == "num" and c.deps]
+    assert any(len(t.deps) > 2 for t in tables)
+    for table in tables:
+        array = table.floats().copy()
+        for i, axis in enumerate(table.deps):  # a value not allowed hides its cells
+            array[(slice(None),) * i + (~allowed[axis],)] = np.inf
+        expected = {}
+        for i, axis in enumerate(table.deps):
+            others = tuple(j for j in range(len(table.deps)) if j != i)
+            least = array.min(axis=others) if others else array
+            least = least[allowed[axis]]
+            least = least[np.isfinite(least)]
+            if least.size:
+                expected[axis] = float(least.max()) - float(array.min())
+        assert table.spread(allowed) == expected
