@@ -51,7 +51,7 @@ class Table:
                  exact: bool):
         self.deps, self.sizes, self.array, self.kind, self.exact = deps, sizes, array, kind, exact
         self._values = None
-        self.strides = _strides(sizes)
+        self.strides = _strides(sizes) if len(sizes) > 1 else (1,) * len(sizes)
         self._levels = None
         self._search_deps = ()
         self.need = "both"  # or "low" / "high": the side of the ranges a search reads
