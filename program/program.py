@@ -4,9 +4,12 @@
 preferences, memory, speed and work terms and optins (each table in key order,
 the order every back end has always read them in), its static emits (KB order),
 the facts and lets its formulas read, a name -> index map per table, what each
-formula reads (options and facts, through lets and memory sums, transitively)
-and the readers of each option. It is built once per (KB, framework) and kept on
-the KB (never pickled, never copied into a framework's view: dsl/kb.py).
+formula reads (options and facts, through lets and memory sums, transitively),
+the readers of each option and the terms of each memory sum (`sums`, key order:
+`summed_terms`). It is built once per (KB, framework) and kept on the KB (never
+pickled, never copied into a framework's view: dsl/kb.py). The entries of every
+framework are sorted out of the KB in one pass per KB (`_entries`), the one filter
+by framework that the link step, the evaluator, the tables and the Z3 compiler read.
 
 `reads(kb, node)` is the one walker of let closures: every "which options or
 facts does this formula read" question (the evaluator's memo keys, the problem's
@@ -51,9 +54,15 @@ def _memo(kb: KnowledgeBase) -> dict:
     """The KB's own memo of linked data (freed with it, never pickled: dsl/kb.py)."""
     found = kb.__dict__.get("_linked")
     if found is None:
-        found = {"nodes": {}, "lets": {}, "summed": {}, "programs": {}}
+        found = {"nodes": {}, "lets": {}, "summed": {}, "programs": {}, "entries": None}
         object.__setattr__(kb, "_linked", found)
     return found
+
+
+def kept(kb: KnowledgeBase, name: str) -> dict:
+    """A dict kept in the KB's memo of linked data under `name`, for what is computed
+    once per KB and read by every query (the tables' constants: program/tables.py)."""
+    return _memo(kb).setdefault(name, {})
 
 
 def reads(kb: KnowledgeBase, node: ir.Node, sums: bool = False) -> Reads:
@@ -104,10 +113,47 @@ def _let(kb: KnowledgeBase, key: str, lets: dict, active: set) -> Reads:
     return found
 
 
-def summed_terms(kb: KnowledgeBase, framework: str, level: str) -> list:
-    """The GPU memory terms a memory sum of `framework` at `level` adds (KB order)."""
-    return [t for t in kb.memory.values()
-            if t.framework == framework and t.level == level and t.location == "gpu"]
+def summed_terms(kb: KnowledgeBase, framework: str, level: str) -> tuple:
+    """The GPU memory terms a memory sum of `framework` at `level` adds, in key order:
+    the one definition of a sum's terms and of their order (Program.sums; the float
+    sums of the tables and the Z3 compiler's Sum add them in this order)."""
+    return _entries(kb).get(framework, _NONE)["sums"].get(level, ())
+
+
+_NONE = {"sums": {}}
+
+
+def _entries(kb: KnowledgeBase) -> dict:
+    """The link step's one filter by framework, for every framework at once (kept on
+    the KB): framework -> each table's entries in key order, its static emits in the
+    KB's order, and "sums": level -> the GPU memory terms a memory sum at that level
+    adds (key order). Programs and memory sums read it; nothing filters the KB again."""
+    memo = _memo(kb)
+    found = memo["entries"]
+    if found is None:
+        found = {}
+
+        def of(framework: str) -> dict:
+            entry = found.get(framework)
+            if entry is None:
+                entry = found[framework] = {name: [] for name in (*TABLES, "emits")}
+            return entry
+
+        for name in TABLES:
+            for _, v in sorted(getattr(kb, name).items()):
+                of(v.framework)[name].append(v)
+        for e in kb.emits:
+            of(e.framework)["emits"].append(e)
+        for entry in found.values():
+            sums: dict[str, list] = {}
+            for term in entry["memory"]:
+                if term.location == "gpu":
+                    sums.setdefault(term.level, []).append(term)
+            for name in (*TABLES, "emits"):
+                entry[name] = tuple(entry[name])
+            entry["sums"] = {level: tuple(terms) for level, terms in sums.items()}
+        memo["entries"] = found
+    return found
 
 
 def _with_sums(kb: KnowledgeBase, found: Reads) -> Reads:
@@ -160,6 +206,7 @@ class Program:
     reads: Mapping[tuple, Reads]  # (table, key) -> what its formula reads (sums included)
     readers: Mapping[str, tuple]  # option key -> (table, key) of the formulas reading it
     relevant: frozenset  # options a rule, term or preference reads, and their `when`s
+    sums: Mapping[str, tuple]  # level -> the GPU memory terms its memory sum adds (summed_terms)
 
     def __repr__(self) -> str:
         return f"Program({self.framework!r}: " + ", ".join(
@@ -203,8 +250,8 @@ def link(kb: KnowledgeBase, framework: str) -> Program:
 
 
 def _link(kb: KnowledgeBase, framework: str) -> Program:
-    tables = {name: tuple(v for _, v in sorted(getattr(kb, name).items())
-                          if v.framework == framework) for name in TABLES}
+    entries = _entries(kb).get(framework, _NONE)
+    tables = {name: entries.get(name, ()) for name in TABLES}
     keys = {name: tuple(_key(name, v) for v in entries) for name, entries in tables.items()}
     consent = tuple(o.rule for o in tables["optins"])
     found: dict[tuple, Reads] = {}
@@ -233,7 +280,7 @@ def _link(kb: KnowledgeBase, framework: str) -> Program:
     names.update({k: r.id for k, r in zip(index["consent"], consent)})
     return Program(
         framework=framework, **tables, consent=consent,
-        emits=tuple(e for e in kb.emits if e.framework == framework),
+        emits=entries.get("emits", ()), sums=entries["sums"],
         facts=facts, lets=lets, index=index, names=names, reads=found,
         readers={k: tuple(v) for k, v in sorted(readers.items())},
         relevant=_relevant(kb, tables, found))

@@ -16,6 +16,7 @@ values it can still take when only the first k options of the order are set.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import operator
 from fractions import Fraction
@@ -28,6 +29,7 @@ from kbsolve.dsl.types import NUM
 from kbsolve.program.operators import FRAGILE, UNKNOWN, interval
 from kbsolve.program.operators import SCALAR as _SCALAR
 from kbsolve.program.operators import VECTOR as _VECTOR
+from kbsolve.program.program import kept, summed_terms
 
 LIMIT = 1 << 15  # cells of a float table
 EXACT_LIMIT = 1 << 12  # cells of a table of Fractions
@@ -49,7 +51,7 @@ class Table:
                  exact: bool):
         self.deps, self.sizes, self.array, self.kind, self.exact = deps, sizes, array, kind, exact
         self._values = None
-        self.strides = _strides(sizes)
+        self.strides = _strides(sizes) if len(sizes) > 1 else (1,) * len(sizes)
         self._levels = None
         self._search_deps = ()
         self.need = "both"  # or "low" / "high": the side of the ranges a search reads
@@ -199,11 +201,15 @@ class Table:
             masked = _hidden(array, masks, np.inf)
         floor = float(masked.min())
         out = {}
+        leading = masked  # the table reduced over the axes before i
         for i, axis in enumerate(self.deps):
-            # the minimum per value of axis i: that axis first, the others as one
+            # the minimum per value of axis i: the axes before it are reduced one
+            # by one, shared by every later axis; the axes after it as one
             # contiguous run per value (the same cells as min over the others)
-            per_value = np.moveaxis(masked, i, 0).reshape(self.sizes[i], -1).min(axis=1) \
-                if len(self.sizes) > 1 else masked
+            per_value = leading.reshape(self.sizes[i], -1).min(axis=1) \
+                if leading.ndim > 1 else leading
+            if i + 1 < len(self.deps):
+                leading = leading.min(axis=0)
             if not masks[i].all():
                 per_value = per_value[masks[i]]
             per_value = per_value[np.isfinite(per_value)]
@@ -400,11 +406,26 @@ class Expr:
         return found
 
 
+class _Rules(list):
+    """rule_tables' list, with the places of the rules reading each option and
+    the masks masked() has made of them (many summands fold the same rules in
+    over the same options)."""
+
+    by_axis: dict
+    oks: dict
+
+
 def rule_tables(rules: list) -> list:
     """The rules masked() can fold in (tables over some option), each with its
-    options as a set: found once for the many cells a search masks."""
-    return [(rule, frozenset(rule.deps)) for rule in rules
-            if isinstance(rule, Table) and rule.deps]
+    options as a set, and by option the places of the rules that read it: found
+    once for the many cells a search masks."""
+    found = _Rules((rule, frozenset(rule.deps)) for rule in rules
+                   if isinstance(rule, Table) and rule.deps)
+    found.by_axis, found.oks = {}, {}
+    for i, (_, options) in enumerate(found):
+        for axis in options:
+            found.by_axis.setdefault(axis, []).append(i)
+    return found
 
 
 def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
@@ -416,20 +437,30 @@ def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
         return cell
     deps = set(cell.deps)
     chosen = []
-    for rule, options in rules:
-        if not deps.isdisjoint(options):
-            union = deps | options
-            if math.prod(sizes[a] for a in union) <= limit:
-                deps = union
-                chosen.append(rule)
+    for rule, options in _sharing(rules, deps):
+        union = deps | options
+        if math.prod(sizes[a] for a in union) <= limit:
+            deps.update(options)
+            chosen.append(rule)
     if not chosen:
         return cell
     axes = tuple(sorted(deps))
     shape = tuple(sizes[a] for a in axes)
     array = np.broadcast_to(_spread(cell, axes, shape, cell.exact), shape)
-    ok = np.ones(shape, dtype=bool)
-    for rule in chosen:
-        ok = ok & _spread(rule, axes, shape, True)
+    oks = getattr(rules, "oks", None)  # the masks met before, by the rules folded in
+    key = (axes, tuple(id(rule) for rule in chosen))
+    ok = None if oks is None else oks.get(key)
+    if ok is None:
+        ok = np.ones(shape, dtype=bool)
+        alike: dict[tuple, Any] = {}  # rules over the same options, joined at their size
+        for rule in chosen:
+            joined = alike.get(rule.deps)
+            alike[rule.deps] = rule.array if joined is None else joined & rule.array
+        for deps_, joined in alike.items():
+            np.logical_and(ok, joined.reshape([shape[i] if axis in deps_ else 1
+                                               for i, axis in enumerate(axes)]), out=ok)
+        if oks is not None:
+            oks[key] = ok
     if cell.exact:
         array = array.astype(float)
     return Table(axes, shape, np.ascontiguousarray(np.where(ok, array, np.inf)), "num", False)
@@ -447,6 +478,8 @@ class Tables:
         self._cells: dict[tuple[int, bool], tuple[Any, Any]] = {}
         self._lets: dict[tuple[str, bool], Any] = {}
         self._keep: list = []  # synthetic nodes, kept alive so that their ids stay unique
+        self._constants = kept(problem.kb, "constants")  # Const nodes' tables, once per KB
+        self._options: dict[tuple[str, bool], tuple] = {}  # (key, exact) -> (array, kind)
 
     # ---- building
     def cell(self, node: ir.Node, exact: bool = False):
@@ -480,9 +513,19 @@ class Tables:
         return Table((), (), array, kind, exact)
 
     def _build(self, node: ir.Node, exact: bool):
+        if node.__class__ is ir.Op:  # the most common node first
+            mode = exact or node.op in FRAGILE  # a fragile operation works on Fractions
+            cell = self.cell
+            return self.combine(node.op, [cell(a, mode) for a in node.args], _kind(node), mode)
         p = self.problem
         if isinstance(node, ir.Const):
-            return self.constant(node.value, exact)
+            if isinstance(node.value, str):  # codes are numbered per query
+                return self.constant(node.value, exact)
+            key = (id(node), exact)
+            found = self._constants.get(key)
+            if found is None or found[0] is not node:
+                found = self._constants[key] = (node, self.constant(node.value, exact))
+            return found[1]
         if isinstance(node, ir.FactRef):
             return self.constant(p.evaluator.run(node, {}), exact)
         if isinstance(node, ir.OptionRef):
@@ -490,9 +533,8 @@ class Tables:
         if isinstance(node, ir.LetRef):
             return self.cell(p.kb.lets[node.let].expr, exact)
         if isinstance(node, ir.MemorySum):
-            parts = [self.cell(t.expr, exact) for t in p.program.memory
-                     if t.framework == node.framework and t.level == node.level
-                     and t.location == "gpu"]
+            parts = [self.cell(t.expr, exact)
+                     for t in summed_terms(p.kb, node.framework, node.level)]
             return self.total(parts, exact)
         mode = exact or node.op in FRAGILE  # a fragile operation works on Fractions
         args = [self.cell(a, mode) for a in node.args]
@@ -503,7 +545,17 @@ class Tables:
         if key not in self.axis:
             return self.constant(p.fixed[key] if key in p.fixed else p.kb.options[key].default,
                                  exact)
-        values = p.choices[key]
+        axis = self.axis[key]
+        found = self._options.get((key, exact))
+        if found is None:
+            found = self._options[(key, exact)] = self._values_of(key, exact)
+        return Table((axis,), (self.sizes[axis],), *found, exact)
+
+    def _values_of(self, key: str, exact: bool) -> tuple:
+        """An open option's values as an array, and its kind: made once per query
+        (each reference to the option is a table of its own over the same array;
+        no table writes into its array)."""
+        values = self.problem.choices[key]
         if all(isinstance(v, bool) for v in values):
             array, kind = np.array(values, dtype=bool), "bool"
         elif all(isinstance(v, str) for v in values):
@@ -513,8 +565,7 @@ class Tables:
             array[:] = [Fraction(v) for v in values]
         else:
             array, kind = np.array([float(v) for v in values]), "num"
-        axis = self.axis[key]
-        return Table((axis,), (self.sizes[axis],), array, kind, exact)
+        return array, kind
 
     def total(self, parts: list, exact: bool):
         if not parts:
@@ -526,6 +577,15 @@ class Tables:
 
     def combine(self, op: str, args: list, kind: str, exact: bool):
         """A table of op(args) when the args are tables small enough together."""
+        for a in args:
+            if a.deps or a.__class__ is not Table:
+                break
+        else:  # every arg a constant table: the same arrays as below, without the shapes
+            return _constant_of(op, args, kind, exact)
+        return self.combined(op, args, kind, exact)
+
+    def combined(self, op: str, args: list, kind: str, exact: bool):
+        """combine() by broadcasting over the args' options (any args)."""
         deps = tuple(sorted(set().union(*[a.deps for a in args])))
         size = math.prod(self.sizes[a] for a in deps)
         if all(isinstance(a, Table) for a in args) and \
@@ -534,7 +594,8 @@ class Tables:
             arrays = [_spread(a, deps, shape, exact) for a in args]
             with np.errstate(all="ignore"):
                 array = np.asarray(_VECTOR[op](*arrays))
-            array = np.broadcast_to(array, shape)
+            if array.shape != shape:
+                array = np.broadcast_to(array, shape)
             if kind == "num" and not exact and array.dtype == object:
                 array = array.astype(float)
             elif kind == "bool":
@@ -543,6 +604,54 @@ class Tables:
         if op == "+" and isinstance(args[0], Expr) and args[0].op == "sum":
             return Expr("sum", args[0].args + [args[1]], kind, exact)
         return Expr("sum" if op == "+" else op, list(args), kind, exact)
+
+
+def _sharing(rules: list, deps: set):
+    """The rules, in order, that share an option with `deps` as it stands when
+    each is reached (masked() grows `deps` as it folds rules in): those of
+    rule_tables' list are found through its places by option rather than by
+    testing every rule."""
+    by_axis = getattr(rules, "by_axis", None)
+    if by_axis is None:
+        for rule, options in rules:
+            if not deps.isdisjoint(options):
+                yield rule, options
+        return
+    pending = sorted({i for axis in deps for i in by_axis.get(axis, ())})
+    seen = set(pending)
+    heapq.heapify(pending)
+    while pending:
+        i = heapq.heappop(pending)
+        known = set(deps)
+        yield rules[i]
+        for axis in deps - known:  # options the caller folded in: their later rules
+            for j in by_axis.get(axis, ()):
+                if j > i and j not in seen:
+                    seen.add(j)
+                    heapq.heappush(pending, j)
+
+
+def _constant_of(op: str, args: list, kind: str, exact: bool) -> Table:
+    """Tables.combine over tables of no option: each arg's array as _spread lays
+    it out over no axes, the operator's vector view, the casts combine makes and
+    its layout (ascontiguousarray makes one cell of a 0-d array), so that the
+    table holds the same array combine's general path builds."""
+    arrays = []
+    for a in args:
+        array = a.array
+        if a.kind == "num":
+            if a.exact and not exact:
+                array = array.astype(float)
+            elif exact and not a.exact:
+                raise AssertionError("an exact table built from a float one")
+        arrays.append(array.reshape(()))
+    with np.errstate(all="ignore"):
+        array = np.asarray(_VECTOR[op](*arrays))
+    if kind == "num" and not exact and array.dtype == object:
+        array = array.astype(float)
+    elif kind == "bool":
+        array = array.astype(bool)
+    return Table((), (), array.reshape(1), kind, exact)
 
 
 def allowed_mask(sizes, masks: list) -> np.ndarray:

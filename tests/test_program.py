@@ -13,7 +13,7 @@ from kbsolve.diagnostics import Span
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase, Let, Meta, MemoryTerm, Option, OptIn, Rule
 from kbsolve.dsl.types import BOOL, INT
-from kbsolve.program.program import TABLES, link, reads
+from kbsolve.program.program import TABLES, link, reads, summed_terms
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +62,13 @@ def test_each_frameworks_program_is_the_kb_filtered_and_walked(kb):
             key = f"{rule.framework}.{rule.id}"
             assert program.rule(key) is rule and program.optin_of(key).rule is rule
         assert program.emits == tuple(e for e in kb.emits if e.framework == framework)
+        levels = {t.level for t in kb.memory.values()}
+        for level in levels:  # a memory sum's terms: GPU terms of the level, key order
+            expected = [v for k, v in sorted(kb.memory.items()) if v.framework == framework
+                        and v.level == level and v.location == "gpu"]
+            assert list(summed_terms(kb, framework, level)) == expected, (framework, level)
+            assert list(program.sums.get(level, ())) == expected, (framework, level)
+        assert summed_terms(kb, framework, "no-such-level") == ()
         readers: dict[str, set] = {}
         facts, lets = set(), set()
         for name in TABLES:

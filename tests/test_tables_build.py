@@ -1,0 +1,139 @@
+"""The tables' build shortcuts (program/tables.py) against the general code they stand
+for, on real queries: a combination of constant tables (no option) is the array the
+broadcasting path builds, and masked() finds the same rules through rule_tables'
+places by option as by testing every rule in order."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from kbsolve import api
+from kbsolve.dsl import ir
+from kbsolve.program.query import Query, resolve
+from kbsolve.program.tables import Expr, Table, Tables, masked, rule_tables
+from kbsolve.solver.search import Search
+
+QUERIES = [
+    {"gpus": "8xA100", "model": "qwen3-8b"},
+    {"gpus": "1x4090", "model": "llama3-70b"},
+    {"gpus": "8xH100", "model": "flux1-dev"},
+    {"gpus": "8xH100", "model": "qwen2.5-7b", "framework": "pytorch"},
+]
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return api.load_kb()
+
+
+def _roots(problem, tables: Tables) -> list:
+    """Every rule and memory, speed and preference formula of the problem, tabled."""
+    program = problem.program
+    nodes = [r.constraint for r in problem.rules] + [t.expr for t in program.memory] + \
+        [t.expr for t in program.speed] + [t.expr for t in program.preferences]
+    return [tables.cell(n) for n in nodes]
+
+
+def _cells(root) -> list:
+    found = {id(root): root}
+    if isinstance(root, Expr):
+        root.tables(found)
+    return list(found.values())
+
+
+def _same(a, b) -> None:
+    assert type(a) is type(b) and a.deps == b.deps and a.kind == b.kind and a.exact == b.exact
+    if isinstance(a, Table):
+        assert a.array.shape == b.array.shape and a.array.dtype == b.array.dtype
+        assert a.array.ravel().tolist() == b.array.ravel().tolist() or \
+            np.array_equal(a.array, b.array, equal_nan=True)
+    else:
+        assert a.op == b.op and len(a.args) == len(b.args)
+        for x, y in zip(a.args, b.args):
+            _same(x, y)
+
+
+@pytest.mark.parametrize("fields", QUERIES, ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_constant_combinations_are_the_general_paths_arrays(kb, fields, monkeypatch):
+    problem = resolve(kb, Query(**fields)).problem
+    keys = sorted(problem.choices)
+    fast = _roots(problem, Tables(problem, keys))
+    constants = [0]
+    general = Tables.combined
+
+    def counted(self, op, args, kind, exact):
+        constants[0] += all(isinstance(a, Table) and not a.deps for a in args)
+        return general(self, op, args, kind, exact)
+
+    monkeypatch.setattr(Tables, "combine", counted)
+    slow = _roots(problem, Tables(problem, keys))
+    assert constants[0] > 100  # the shortcut stood for many combinations here
+    assert len(fast) == len(slow)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("fields", QUERIES, ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_masked_finds_the_rules_a_scan_in_order_finds(kb, fields):
+    search = Search(resolve(kb, Query(**fields)).problem)
+    rules = [c for _, c in search.rules]
+    indexed, plain = rule_tables(rules), list(rule_tables(rules))
+    sizes = search.tables.sizes
+    summands = [c for root in search.memory + [search.time] for c in _cells(root)
+                if isinstance(c, Table) and c.kind == "num" and c.deps]
+    folded = 0
+    for limit in (64, 4096, 1 << 15):  # a small limit stops folding part way
+        for cell in summands:
+            a, b = masked(cell, indexed, sizes, limit), masked(cell, plain, sizes, limit)
+            folded += a is not cell
+            _same(a, b)
+            assert a.array.size <= max(limit, cell.array.size)
+    assert folded > 10
+
+
+def test_a_constants_table_is_built_once_per_kb_and_codes_per_query(kb):
+    first, second = (resolve(kb, Query(**f)).problem for f in QUERIES[:2])
+    a, b = Tables(first, sorted(first.choices)), Tables(second, sorted(second.choices))
+    _roots(first, a)
+    _roots(second, b)
+    numbers = [n for n in _nodes(first) if isinstance(n, ir.Const)
+               and not isinstance(n.value, str)]
+    words = [n for n in _nodes(first) if isinstance(n, ir.Const) and isinstance(n.value, str)]
+    assert numbers and words
+    for node in numbers:
+        for exact in (False, True):
+            assert a.cell(node, exact) is b.cell(node, exact)
+            assert a.cell(node, exact).values == [(Fraction if exact else float)(node.value)]
+    for node in words:  # an enum's codes are numbered by each query's tables
+        assert a.cell(node) is not b.cell(node)
+        assert a.cell(node).values == [a.codes[node.value]]
+
+
+def _nodes(problem) -> list:
+    roots = [r.constraint for r in problem.rules] + [t.expr for t in problem.program.memory]
+    return [n for root in roots for n in ir.walk(root)]
+
+
+@pytest.mark.parametrize("fields", QUERIES, ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_spread_is_each_values_least_over_the_allowed_cells(kb, fields):
+    search = Search(resolve(kb, Query(**fields)).problem)
+    assert search.prepare()
+    allowed = search.allowed
+    tables = [c for c in search.cells if isinstance(c, Table) and c.kind == "num" and c.deps]
+    assert any(len(t.deps) > 2 for t in tables)
+    for table in tables:
+        array = table.floats().copy()
+        for i, axis in enumerate(table.deps):  # a value not allowed hides its cells
+            array[(slice(None),) * i + (~allowed[axis],)] = np.inf
+        expected = {}
+        for i, axis in enumerate(table.deps):
+            others = tuple(j for j in range(len(table.deps)) if j != i)
+            least = array.min(axis=others) if others else array
+            least = least[allowed[axis]]
+            least = least[np.isfinite(least)]
+            if least.size:
+                expected[axis] = float(least.max()) - float(array.min())
+        assert table.spread(allowed) == expected
