@@ -30,6 +30,7 @@ import os
 import sys
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
+from types import CodeType
 
 CACHE_ENV = "KBSOLVE_CACHE_DIR"
 _MAGIC = b"kbsolve-code-cache-v1\n"
@@ -84,7 +85,10 @@ class CodeCache:
                     loaded = marshal.loads(payload)
                 except (EOFError, ValueError, TypeError):
                     loaded = None
-                if isinstance(loaded, dict):
+                # a file of another layout under the same magic line (an earlier kbsolve's
+                # code objects stored whole) is compiled again and replaced, never trusted
+                if isinstance(loaded, dict) and \
+                        all(type(data) is bytes for data in loaded.values()):
                     codes = loaded
         self.codes = codes
         return codes
@@ -94,12 +98,16 @@ class CodeCache:
         codes = self.codes if self.codes is not None else self._load()
         key = (source, filename, mode, flags)
         data = codes.get(key)
-        if data is None:
+        code = None
+        if data is not None:
+            try:
+                code = marshal.loads(data)
+            except (EOFError, ValueError, TypeError):
+                pass
+        if type(code) is not CodeType:  # absent, or an entry that is not a code object
             code = builtins.compile(source, filename, mode, flags, True)
             codes[key] = marshal.dumps(code)
             self.added += 1
-        else:
-            code = marshal.loads(data)
         self.used.add(key)
         return code
 

@@ -146,3 +146,50 @@ def test_the_second_command_compiles_nothing_anew(tmp_path):
     codes = CodeCache(path)._load()
     assert len(codes) > 100  # the dataclasses' methods, kbsolve's and pydantic's
     assert any("__dataclass_self__" in key[0] or "def __init__" in key[0] for key in codes)
+
+
+def _write_cache(path, codes) -> None:
+    import hashlib
+    import marshal
+    payload = marshal.dumps(codes)
+    path.write_bytes(b"kbsolve-code-cache-v1\n" + hashlib.sha256(payload).hexdigest().encode()
+                     + b"\n" + payload)
+
+
+def test_a_file_of_another_layout_under_the_same_magic_is_compiled_again(tmp_path):
+    """An earlier layout kept the code objects themselves, under the same magic line and a
+    valid checksum: it is not trusted (it made every command end in a TypeError traceback
+    before its flags were read), compiled again and replaced; a single entry that does not
+    unmarshal to a code object is compiled again too."""
+    import marshal
+    path = tmp_path / "code.marshal"
+    key = (SOURCE, "<string>", "exec", 0)
+    expected = compile(SOURCE, "<string>", "exec", dont_inherit=True)
+    _write_cache(path, {key: expected})
+    cache = CodeCache(path)
+    assert cache.code(*key) == expected and cache.added == 1
+    cache.save()
+    assert CodeCache(path)._load() == {key: marshal.dumps(expected)}
+    _write_cache(path, {key: marshal.dumps("not code"), ("x", "<string>", "eval", 0): b"\0"})
+    cache = CodeCache(path)
+    assert cache.code(*key) == expected and cache.added == 1
+    assert cache.code("x", "<string>", "eval", 0) == compile("x", "<string>", "eval",
+                                                             dont_inherit=True)
+
+
+def test_the_command_runs_over_a_code_cache_of_another_layout(tmp_path):
+    """The command's process compiles typing's forward references through the cache as it
+    imports click, before any flag is read: a file of the earlier layout must cost only
+    the time, not a traceback."""
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path)}
+    from importlib.util import MAGIC_NUMBER
+    source = "ParamType"  # one of the forward references click's import compiles
+    _write_cache(tmp_path / f"code-{MAGIC_NUMBER.hex()}.marshal",
+                 {(source, "<string>", "eval", 0): compile(source, "<string>", "eval")})
+    done = subprocess.run([sys.executable, "-m", "kbsolve", "list", "gpus", "--format",
+                           "json"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert '"A100-80G-SXM"' in done.stdout
+    codes = CodeCache(tmp_path / f"code-{MAGIC_NUMBER.hex()}.marshal")._load()
+    assert codes and all(type(data) is bytes for data in codes.values())
