@@ -312,3 +312,57 @@ def test_the_replaced_plugin_loader_finds_none_and_defers_other_names(tmp_path):
                 "'importlib.metadata' in sys.modules)", tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["() False", "pydantic False False True"]  # read aside
+
+
+SCRIPT = """
+import sys
+import kbsolve.cli as cli
+first = cli.start
+def start():
+    print("click imported before start:", "click" in sys.modules, file=sys.stderr)
+    cli.start = first
+    first()
+cli.start = start
+sys.argv = ["kbsolve", "list", "gpus", "--format", "json"]
+sys.exit(cli.run())
+"""
+
+
+def test_the_kbsolve_script_starts_the_process_before_the_command_s_imports(tmp_path):
+    """pyproject's `kbsolve` script calls kbsolve.cli.run, which sets the process up (the
+    code cache among it) before click and the command's modules are imported, as
+    `python -m kbsolve` does, and ends as the command does."""
+    import tomllib
+    from pathlib import Path
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"] == {"kbsolve": "kbsolve.cli:run"}
+    done = _run(SCRIPT, tmp_path, KBSOLVE_CACHE_DIR=os.environ["KBSOLVE_CACHE_DIR"])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == "click imported before start: False"
+    assert "A100-80G-SXM" in {row["name"] for row in json.loads(done.stdout)}
+
+
+@pytest.mark.parametrize("where", ["repo", "root"])
+def test_rule_files_are_named_as_pathlib_named_them(where, monkeypatch):
+    """dsl/load.py _display compares the paths' texts: the shipped KB's files as kb/...,
+    those under the working folder relative to it, any other whole, as pathlib's parents
+    test named them (a sibling folder whose name begins with the KB's is not inside it)."""
+    from pathlib import Path
+
+    from kbsolve.dsl.load import _display, shipped_root
+
+    def by_pathlib(path: Path) -> str:
+        for root, shown in ((shipped_root(), Path("kb")), (Path.cwd(), Path())):
+            if path == root or root in path.parents:
+                return str(shown / path.relative_to(root))
+        return str(path)
+
+    if where == "root":
+        monkeypatch.chdir("/")
+    kb = shipped_root()
+    for path in (kb, kb / "core", kb / "llamafactory" / "batch.kb", Path.cwd(),
+                 Path.cwd() / "pack" / "a.kb", Path("/tmp/elsewhere/a.kb"), Path("rel/a.kb"),
+                 Path(f"{kb}x") / "a.kb", Path("/")):
+        assert _display(path) == by_pathlib(path), path
+    assert _display(kb / "llamafactory" / "batch.kb") == os.path.join("kb", "llamafactory",
+                                                                      "batch.kb")
