@@ -193,3 +193,33 @@ def test_the_command_runs_over_a_code_cache_of_another_layout(tmp_path):
     assert '"A100-80G-SXM"' in done.stdout
     codes = CodeCache(tmp_path / f"code-{MAGIC_NUMBER.hex()}.marshal")._load()
     assert codes and all(type(data) is bytes for data in codes.values())
+
+
+def test_long_sources_are_kept_one_file_each_and_read_only_when_asked(tmp_path):
+    """A source of BIG characters or more (the linked search code, one set per query) has a
+    file of its own beside the shared one: the shared file, which every command reads whole,
+    stays the size of the generated methods however many queries ran; an earlier file holding
+    long sources is written again without them."""
+    import marshal
+    path = tmp_path / "code.marshal"
+    long = "x = 1\n" * (codecache.BIG // 6 + 1)
+    expected = compile(long, "<linked>", "exec", dont_inherit=True)
+    cache = CodeCache(path)
+    assert cache.code(long, "<linked>", "exec", 0) == expected
+    assert cache.code(SOURCE, "<string>", "exec", 0) is not None
+    cache.save()
+    [own] = (tmp_path / "code.marshal.d").glob("*.marshal")
+    assert all(len(key[0]) < codecache.BIG for key in CodeCache(path)._load())
+    again = CodeCache(path)
+    assert again.code(long, "<linked>", "exec", 0) == expected and not again.big
+    assert again.codes is None  # the shared file not even read for it
+    own.write_bytes(own.read_bytes()[:-3])  # damaged: compiled again, and rewritten
+    damaged = CodeCache(path)
+    assert damaged.code(long, "<linked>", "exec", 0) == expected and damaged.big
+    damaged.save()
+    assert CodeCache(path).code(long, "<linked>", "exec", 0) == expected
+    _write_cache(path, {(long, "<linked>", "exec", 0): marshal.dumps(expected)})
+    earlier = CodeCache(path)
+    assert earlier._load() == {} and earlier.added == 1
+    earlier.save()
+    assert path.stat().st_size < 200
