@@ -38,6 +38,63 @@ def cache_compiled_code(*modules) -> None:
     codecache.enable(*modules)
 
 
+PYDANTIC_PLUGIN_LOADER = "pydantic.plugin._loader"
+
+
+def without_pydantic_plugins() -> None:
+    """The command's process (cli/__init__.py start) runs pydantic without its plugins, as
+    PYDANTIC_DISABLE_PLUGINS=__all__ would, and without looking for them: pydantic's plugin
+    loader imports importlib.metadata (email, zipfile, csv, socket, ...) and reads every
+    installed distribution's entry points as the first model class is built, 20-30 ms of a
+    cold plan on the 2-core machine and more with every package installed (issue 25). When
+    pydantic imports its loader it gets a module whose get_plugins() finds none; any other
+    name is read from the real loader. kbsolve's models are its own; a plugin (an
+    observability hook, say) watches the programs that import pydantic, which a program
+    importing kbsolve still is: only the command's process is changed."""
+    import sys
+    if PYDANTIC_PLUGIN_LOADER not in sys.modules and _NoPlugins not in sys.meta_path:
+        sys.meta_path.insert(0, _NoPlugins)
+
+
+class _NoPlugins:
+    """The import system's finder and loader of the one module it replaces."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != PYDANTIC_PLUGIN_LOADER:
+            return None
+        from importlib.machinery import ModuleSpec
+        return ModuleSpec(name, _NoPlugins)
+
+    @staticmethod
+    def create_module(spec):
+        return None  # the default module
+
+    @staticmethod
+    def exec_module(module) -> None:
+        module.get_plugins = _no_plugins
+        module.__getattr__ = _real_loader_attribute
+
+
+def _no_plugins() -> tuple:
+    return ()
+
+
+def _real_loader_attribute(name: str):
+    """A name the replaced loader lacks, from pydantic's own module (loaded aside, never in
+    sys.modules); dunder names, which the import system probes, are simply absent."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    import sys
+    from importlib.machinery import PathFinder
+    from importlib.util import module_from_spec
+    spec = PathFinder.find_spec(PYDANTIC_PLUGIN_LOADER,
+                                sys.modules["pydantic.plugin"].__path__)
+    real = module_from_spec(spec)
+    spec.loader.exec_module(real)
+    return getattr(real, name)
+
+
 def save_compiled_code() -> None:
     from kbsolve import codecache
     codecache.save()

@@ -30,10 +30,16 @@ import os
 import sys
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
+from types import CodeType
 
 CACHE_ENV = "KBSOLVE_CACHE_DIR"
 _MAGIC = b"kbsolve-code-cache-v1\n"
 LIMIT = 20_000  # entries kept; past it a save keeps only what its process used
+# Sources this long (the linked search code, program/link.py: ~20 kB a text, a few per query,
+# and each query its own) are kept one file each beside the shared file, read only when asked
+# for: in the shared file every cold command read, hashed and unmarshalled every query's code
+# any command had compiled (4.3 MB after a dozen queries: ~10 ms of each cold start, growing)
+BIG = 2_000
 # the compiler flags a caller's `from __future__ import ...` sets, which exec and compile
 # inherit from the calling code (PyCF_MASK)
 _FUTURE = 0
@@ -62,6 +68,7 @@ class CodeCache:
         self.codes: dict | None = None
         self.used: set = set()
         self.added = 0
+        self.big: dict[Path, bytes] = {}  # BIG entries compiled anew: file -> marshalled code
 
     @property
     def path(self) -> Path:
@@ -84,33 +91,88 @@ class CodeCache:
                     loaded = marshal.loads(payload)
                 except (EOFError, ValueError, TypeError):
                     loaded = None
-                if isinstance(loaded, dict):
+                # a file of another layout under the same magic line (an earlier kbsolve's
+                # code objects stored whole) is compiled again and replaced, never trusted
+                if isinstance(loaded, dict) and \
+                        all(type(data) is bytes for data in loaded.values()):
                     codes = loaded
+        big = [key for key in codes if len(key[0]) >= BIG]
+        if big:  # an earlier layout kept them here: the next save writes the file without
+            for key in big:
+                del codes[key]
+            self.added += 1
         self.codes = codes
         return codes
 
+    def _big_file(self, key: tuple) -> Path:
+        import hashlib
+        name = hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()[:40]
+        return Path(f"{self.path}.d") / f"{name}.marshal"
+
+    def _big_code(self, key: tuple):
+        """A BIG entry from its own file (checked as the shared one is), else compiled and
+        kept for save()."""
+        import hashlib
+        path = self._big_file(key)
+        code = None
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""
+        end = data.find(b"\n", len(_MAGIC)) if data.startswith(_MAGIC) else -1
+        if end >= 0:
+            payload = memoryview(data)[end + 1:]
+            if hashlib.sha256(payload).hexdigest().encode() == data[len(_MAGIC):end]:
+                try:
+                    code = marshal.loads(payload)
+                except (EOFError, ValueError, TypeError):
+                    code = None
+        if type(code) is not CodeType or code.co_filename != key[1]:
+            code = builtins.compile(*key, True)
+            self.big[path] = marshal.dumps(code)
+        return code
+
     def code(self, source: str, filename: str, mode: str, flags: int):
         """What compile(source, filename, mode, flags, dont_inherit=True) returns."""
-        codes = self.codes if self.codes is not None else self._load()
         key = (source, filename, mode, flags)
+        if len(source) >= BIG:
+            return self._big_code(key)
+        codes = self.codes if self.codes is not None else self._load()
         data = codes.get(key)
-        if data is None:
+        code = None
+        if data is not None:
+            try:
+                code = marshal.loads(data)
+            except (EOFError, ValueError, TypeError):
+                pass
+        if type(code) is not CodeType:  # absent, or an entry that is not a code object
             code = builtins.compile(source, filename, mode, flags, True)
             codes[key] = marshal.dumps(code)
             self.added += 1
-        else:
-            code = marshal.loads(data)
         self.used.add(key)
         return code
 
     def save(self) -> None:
         """Writes the cache if this process compiled anything new (atomically; a cache
         directory that cannot be written is left alone: the cache is an optimisation)."""
+        if not self.big and (not self.added or self.codes is None):
+            return
+        import hashlib
+        import tempfile
+        for path, payload in list(self.big.items()):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                checksum = hashlib.sha256(payload).hexdigest().encode()
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".code-", suffix=".tmp")
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(_MAGIC + checksum + b"\n" + payload)
+                os.replace(tmp, path)
+                del self.big[path]
+            except (OSError, ValueError):
+                break
         if not self.added or self.codes is None:
             return
         codes = self.codes
-        import hashlib
-        import tempfile
         if len(codes) > LIMIT:
             codes = {key: code for key, code in codes.items() if key in self.used}
         try:

@@ -1,7 +1,10 @@
 """Cold CLI latency: fresh `kbsolve` processes (KB from the disk cache, the modules'
 bytecode compiled and the command's generated code in its cache beside the KB's,
 codecache.py: as a user meets them after the first run), beside the bare imports
-as a floor; `python -m bench.cold --phases [MODEL ...]` splits a cold plan's CPU by phase.
+as a floor; `python -m bench.cold --phases [MODEL ...]` splits a cold plan's CPU by phase;
+`python -m bench.cold --instructions [MODEL ...]` counts a cold plan's and the floor's
+instructions under callgrind (valgrind), a figure the machine's load does not move (about a
+minute a command: opt-in, not part of `python -m bench`).
 
 The bytecode goes to a cache of the bench's own (PYTHONPYCACHEPREFIX, in the temporary
 folder): with PYTHONDONTWRITEBYTECODE set, as in some shells and CI, and a source tree
@@ -129,8 +132,41 @@ def phases(model: str, runs: int = 5, gpus: str = "8xA100") -> dict:
         return {name: round(statistics.median(ms), 1) for name, ms in found.items()}
 
 
+def instructions(models: list[str], gpus: str = "8xA100") -> dict:
+    """Instructions (callgrind's Ir) of one cold `kbsolve --gpus GPUS --model MODEL` per
+    model and of the floor, each after two runs that fill the caches, and each plan's ratio
+    to the floor; {} when valgrind is not installed. Interleaved CPU medians on a loaded
+    2-core machine moved by +-6 % between identical trees; these counts do not follow the
+    load (the same tree counted twice, other cache folders: 2.2065 and 2.2015 G for wan14b)."""
+    import re
+    import shutil
+    if shutil.which("valgrind") is None:
+        return {}
+    found: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "KBSOLVE_CACHE_DIR": cache,
+               "PYTHONPYCACHEPREFIX": os.path.join(cache, "pycache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        commands = {model: KBSOLVE + ["--gpus", gpus, "--model", model] for model in models}
+        commands["import_floor"] = FLOOR
+        for name, cmd in commands.items():
+            for _ in range(2):
+                subprocess.run(cmd, env=env, capture_output=True)
+            done = subprocess.run(["valgrind", "--tool=callgrind",
+                                   f"--callgrind-out-file={os.path.join(cache, 'cg.out')}",
+                                   *cmd], env=env, capture_output=True, text=True)
+            counted = re.search(r"Collected : (\d+)", done.stderr)
+            found[name] = int(counted.group(1)) if counted else float("nan")
+    floor = found.pop("import_floor")
+    report = {name: {"instructions": n, "x_floor": round(n / floor, 2)}
+              for name, n in found.items()}
+    return {**report, "import_floor": {"instructions": floor}}
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--phases"]:
+    if sys.argv[1:2] == ["--instructions"]:
+        print(instructions(sys.argv[2:] or ["wan14b"]))
+    elif sys.argv[1:2] == ["--phases"]:
         for model in sys.argv[2:] or ["wan14b", "qwen3-8b"]:
             print(model, phases(model))
     else:

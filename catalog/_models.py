@@ -134,8 +134,11 @@ def _build(group: str, signature: tuple) -> type:
                 required_when.append((name, when))
     if group == "gpu":
         fields = {"alias_note": (str, ""), **fields}
-    for name, when in when_fields:
-        validators[f"_applies_{name}"] = field_validator(name)(_applies(when))
+    if when_fields:  # one validator for them all: pydantic inspects each validator's
+        # signature as a class is built, ~0.1 ms apiece, and the cached KB's model class has
+        # ~60 such fields (issue 25); it runs per field, as one per field did
+        validators["_applies"] = field_validator(*(n for n, _ in when_fields))(
+            _applies(dict(when_fields)))
     names = {entry[0] for entry in signature}
     for check, needs in _CONSISTENCY.get(group, ()):
         if needs <= names:
@@ -154,8 +157,9 @@ def _holds(when: tuple, value) -> bool:
     return (value in values) != negated
 
 
-def _applies(when: tuple):
+def _applies(whens: dict[str, tuple]):
     def check(cls, v, info: ValidationInfo):
+        when = whens[info.field_name]
         value = info.data.get(when[0])
         if value is not None and not _holds(when, value):
             raise ValueError(f"field '{info.field_name}' does not apply to {when[0]} '{value}'")

@@ -20,6 +20,17 @@ CODE_CACHED = (dataclasses, typing)
 def start() -> None:
     """Before the command's imports: the program's process settings."""
     gc.set_threshold(*GC_THRESHOLDS)
+    api.without_pydantic_plugins()  # nor importlib.metadata to look for them
     # the methods dataclasses writes and typing's forward references, compiled once per
     # text and kept beside the KB cache (codecache.py; exit_now saves them as the command ends)
     api.cache_compiled_code(*CODE_CACHED)
+
+
+def run() -> int:
+    """The `kbsolve` script (pyproject's entry point): the process settings first, then the
+    command's imports, so that click's forward references and the rest are compiled through
+    the code cache as under `python -m kbsolve` (an entry point at cli/main.py's main ran
+    its ~60 compilations before `start`)."""
+    start()
+    from kbsolve.cli.main import main
+    return main()

@@ -6,6 +6,7 @@ or time-out (the best plan found so far is still printed).
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -14,10 +15,6 @@ import click
 from kbsolve import api
 from kbsolve.api import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
 from kbsolve.cli import start
-from kbsolve.cli.agents import mcp_command, skill_command
-from kbsolve.cli.audit import audit_command, fix_command
-from kbsolve.cli.kbcmd import kb_group
-from kbsolve.cli.listing import list_command
 from kbsolve.cli.query_options import query_fields, query_options
 from kbsolve.cli.run import guarded
 from kbsolve.render import render
@@ -25,8 +22,30 @@ from kbsolve.render import render
 EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown or "
           "time-out.")
 
+# The other commands, each imported when named (or listed by --help): a plan reads none of
+# them, and their modules' click options cost ~2-4 ms of every cold plan (issue 25)
+COMMANDS = {"kb": ("kbsolve.cli.kbcmd", "kb_group"),
+            "list": ("kbsolve.cli.listing", "list_command"),
+            "audit": ("kbsolve.cli.audit", "audit_command"),
+            "fix": ("kbsolve.cli.audit", "fix_command"),
+            "mcp": ("kbsolve.cli.agents", "mcp_command"),
+            "skill": ("kbsolve.cli.agents", "skill_command")}
 
-@click.group(epilog=EPILOG, invoke_without_command=True,
+
+class Commands(click.Group):
+    """A group whose COMMANDS are imported on first use."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx, name: str):
+        if name not in self.commands and name in COMMANDS:
+            module, attribute = COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return self.commands.get(name)
+
+
+@click.group(cls=Commands, epilog=EPILOG, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
 @query_options
 @click.option("--objective", type=click.Choice(["speed", "memory"]), default="speed",
@@ -98,12 +117,6 @@ def estimate_command(gpus, model, framework, task, network, seq_len, resolution,
     return EXIT_OK if result.feasible else EXIT_INFEASIBLE
 
 
-cli.add_command(kb_group)
-cli.add_command(list_command)
-cli.add_command(audit_command)
-cli.add_command(fix_command)
-cli.add_command(mcp_command)
-cli.add_command(skill_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,6 @@ import gc
 import hashlib
 import os
 import pickle
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -54,6 +53,7 @@ class KbCache:
         return value
 
     def put(self, digest: str, value) -> None:
+        import tempfile  # only when writing: a plan from the cache never imports it
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)

@@ -1,9 +1,9 @@
 """The grammar text, read from the installed package (no lark import here)."""
 
 import functools
-from importlib import resources
 
 
 @functools.lru_cache(maxsize=1)
 def grammar_text() -> str:
-    return resources.files("kbsolve").joinpath("grammar.lark").read_text(encoding="utf-8")
+    from kbsolve.dsl.load import package_root
+    return (package_root() / "grammar.lark").read_text(encoding="utf-8")

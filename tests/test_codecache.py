@@ -146,3 +146,80 @@ def test_the_second_command_compiles_nothing_anew(tmp_path):
     codes = CodeCache(path)._load()
     assert len(codes) > 100  # the dataclasses' methods, kbsolve's and pydantic's
     assert any("__dataclass_self__" in key[0] or "def __init__" in key[0] for key in codes)
+
+
+def _write_cache(path, codes) -> None:
+    import hashlib
+    import marshal
+    payload = marshal.dumps(codes)
+    path.write_bytes(b"kbsolve-code-cache-v1\n" + hashlib.sha256(payload).hexdigest().encode()
+                     + b"\n" + payload)
+
+
+def test_a_file_of_another_layout_under_the_same_magic_is_compiled_again(tmp_path):
+    """An earlier layout kept the code objects themselves, under the same magic line and a
+    valid checksum: it is not trusted (it made every command end in a TypeError traceback
+    before its flags were read), compiled again and replaced; a single entry that does not
+    unmarshal to a code object is compiled again too."""
+    import marshal
+    path = tmp_path / "code.marshal"
+    key = (SOURCE, "<string>", "exec", 0)
+    expected = compile(SOURCE, "<string>", "exec", dont_inherit=True)
+    _write_cache(path, {key: expected})
+    cache = CodeCache(path)
+    assert cache.code(*key) == expected and cache.added == 1
+    cache.save()
+    assert CodeCache(path)._load() == {key: marshal.dumps(expected)}
+    _write_cache(path, {key: marshal.dumps("not code"), ("x", "<string>", "eval", 0): b"\0"})
+    cache = CodeCache(path)
+    assert cache.code(*key) == expected and cache.added == 1
+    assert cache.code("x", "<string>", "eval", 0) == compile("x", "<string>", "eval",
+                                                             dont_inherit=True)
+
+
+def test_the_command_runs_over_a_code_cache_of_another_layout(tmp_path):
+    """The command's process compiles typing's forward references through the cache as it
+    imports click, before any flag is read: a file of the earlier layout must cost only
+    the time, not a traceback."""
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path)}
+    from importlib.util import MAGIC_NUMBER
+    source = "ParamType"  # one of the forward references click's import compiles
+    _write_cache(tmp_path / f"code-{MAGIC_NUMBER.hex()}.marshal",
+                 {(source, "<string>", "eval", 0): compile(source, "<string>", "eval")})
+    done = subprocess.run([sys.executable, "-m", "kbsolve", "list", "gpus", "--format",
+                           "json"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert '"A100-80G-SXM"' in done.stdout
+    codes = CodeCache(tmp_path / f"code-{MAGIC_NUMBER.hex()}.marshal")._load()
+    assert codes and all(type(data) is bytes for data in codes.values())
+
+
+def test_long_sources_are_kept_one_file_each_and_read_only_when_asked(tmp_path):
+    """A source of BIG characters or more (the linked search code, one set per query) has a
+    file of its own beside the shared one: the shared file, which every command reads whole,
+    stays the size of the generated methods however many queries ran; an earlier file holding
+    long sources is written again without them."""
+    import marshal
+    path = tmp_path / "code.marshal"
+    long = "x = 1\n" * (codecache.BIG // 6 + 1)
+    expected = compile(long, "<linked>", "exec", dont_inherit=True)
+    cache = CodeCache(path)
+    assert cache.code(long, "<linked>", "exec", 0) == expected
+    assert cache.code(SOURCE, "<string>", "exec", 0) is not None
+    cache.save()
+    [own] = (tmp_path / "code.marshal.d").glob("*.marshal")
+    assert all(len(key[0]) < codecache.BIG for key in CodeCache(path)._load())
+    again = CodeCache(path)
+    assert again.code(long, "<linked>", "exec", 0) == expected and not again.big
+    assert again.codes is None  # the shared file not even read for it
+    own.write_bytes(own.read_bytes()[:-3])  # damaged: compiled again, and rewritten
+    damaged = CodeCache(path)
+    assert damaged.code(long, "<linked>", "exec", 0) == expected and damaged.big
+    damaged.save()
+    assert CodeCache(path).code(long, "<linked>", "exec", 0) == expected
+    _write_cache(path, {(long, "<linked>", "exec", 0): marshal.dumps(expected)})
+    earlier = CodeCache(path)
+    assert earlier._load() == {} and earlier.added == 1
+    earlier.save()
+    assert path.stat().st_size < 200

@@ -252,3 +252,117 @@ def test_the_api_plans_from_its_framework_s_view_as_from_the_whole_kb(monkeypatc
     assert plan.model_dump_json() == api.solve(query, kb=whole).model_dump_json()
     assert estimate.model_dump_json() == \
         api.estimate(query, {"lora_rank": "16"}, kb=whole).model_dump_json()
+
+
+COMMAND_MODULES = """
+import os, runpy, sys
+sys.argv[1:] = {argv!r}
+os._exit = sys.exit  # the command ends the process itself: not here
+try:
+    runpy.run_module("kbsolve", run_name="__main__", alter_sys=True)
+except SystemExit as done:
+    code = done.code
+sys.stdout.flush()
+from pydantic.plugin._loader import get_plugins
+print("modules", code, len(tuple(get_plugins())),
+      *sorted(m for m in sys.modules if m in {names!r}), file=sys.stderr)
+"""
+UNNEEDED = ("importlib.metadata", "importlib.resources", "tempfile", "shutil", "email",
+            "zipfile", "csv", "socket")
+
+
+def test_a_cached_plan_in_the_command_imports_no_metadata_scanner_nor_resources(tmp_path):
+    """`kbsolve --gpus 8xA100 --model wan14b` from the warm KB cache: pydantic looks for no
+    plugins, so importlib.metadata (and email, zipfile, csv, socket with it) stays
+    unimported, and the shipped KB and grammar are found without importlib.resources
+    (tempfile, shutil); the plan's bytes are the library's."""
+    from kbsolve import api
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path / "cache")}
+    argv = ["--gpus", "8xA100", "--model", "wan14b", "--format", "json"]
+    code = COMMAND_MODULES.format(argv=argv, names=UNNEEDED)
+    for _ in range(2):  # the first fills the cache
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=120)
+        assert "modules" in done.stderr, done.stderr
+    assert done.stderr.split("modules", 1)[1].split() == ["0", "0"], done.stderr
+    from kbsolve.render import render
+    plan = api.solve({"gpus": "8xA100", "model": "wan14b"})
+    assert plan.status == "optimal" and done.stdout == render(plan, "json") + "\n"
+
+
+def test_a_program_that_imports_kbsolve_keeps_pydantic_s_plugin_loader(tmp_path):
+    """Only the command's process replaces the loader: a program importing kbsolve (and the
+    command's module) gets pydantic's own, which reads the entry points."""
+    done = _run("import sys, kbsolve.cli.main, kbsolve.api, pydantic; "
+                "from pydantic.plugin import _loader; "
+                "print(_loader.__file__.endswith('_loader.py'), "
+                "'importlib.metadata' in sys.modules)", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
+
+
+def test_the_replaced_plugin_loader_finds_none_and_defers_other_names(tmp_path):
+    """get_plugins() is empty without a scan; any other name the loader has comes from
+    pydantic's own module, and names neither has are missing as ever."""
+    done = _run("import sys; from kbsolve import api; api.without_pydantic_plugins(); "
+                "import pydantic.plugin; from pydantic.plugin import _loader as loader; "
+                "print(tuple(loader.get_plugins()), 'importlib.metadata' in sys.modules); "
+                "print(loader.PYDANTIC_ENTRY_POINT_GROUP, hasattr(loader, '__path__'), "
+                "hasattr(loader, 'no_such_name'), "
+                "'importlib.metadata' in sys.modules)", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["() False", "pydantic False False True"]  # read aside
+
+
+SCRIPT = """
+import sys
+import kbsolve.cli as cli
+first = cli.start
+def start():
+    print("click imported before start:", "click" in sys.modules, file=sys.stderr)
+    cli.start = first
+    first()
+cli.start = start
+sys.argv = ["kbsolve", "list", "gpus", "--format", "json"]
+sys.exit(cli.run())
+"""
+
+
+def test_the_kbsolve_script_starts_the_process_before_the_command_s_imports(tmp_path):
+    """pyproject's `kbsolve` script calls kbsolve.cli.run, which sets the process up (the
+    code cache among it) before click and the command's modules are imported, as
+    `python -m kbsolve` does, and ends as the command does."""
+    import tomllib
+    from pathlib import Path
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"] == {"kbsolve": "kbsolve.cli:run"}
+    done = _run(SCRIPT, tmp_path, KBSOLVE_CACHE_DIR=os.environ["KBSOLVE_CACHE_DIR"])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == "click imported before start: False"
+    assert "A100-80G-SXM" in {row["name"] for row in json.loads(done.stdout)}
+
+
+@pytest.mark.parametrize("where", ["repo", "root"])
+def test_rule_files_are_named_as_pathlib_named_them(where, monkeypatch):
+    """dsl/load.py _display compares the paths' texts: the shipped KB's files as kb/...,
+    those under the working folder relative to it, any other whole, as pathlib's parents
+    test named them (a sibling folder whose name begins with the KB's is not inside it)."""
+    from pathlib import Path
+
+    from kbsolve.dsl.load import _display, shipped_root
+
+    def by_pathlib(path: Path) -> str:
+        for root, shown in ((shipped_root(), Path("kb")), (Path.cwd(), Path())):
+            if path == root or root in path.parents:
+                return str(shown / path.relative_to(root))
+        return str(path)
+
+    if where == "root":
+        monkeypatch.chdir("/")
+    kb = shipped_root()
+    for path in (kb, kb / "core", kb / "llamafactory" / "batch.kb", Path.cwd(),
+                 Path.cwd() / "pack" / "a.kb", Path("/tmp/elsewhere/a.kb"), Path("rel/a.kb"),
+                 Path(f"{kb}x") / "a.kb", Path("/")):
+        assert _display(path) == by_pathlib(path), path
+    assert _display(kb / "llamafactory" / "batch.kb") == os.path.join("kb", "llamafactory",
+                                                                      "batch.kb")
