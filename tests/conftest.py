@@ -79,6 +79,26 @@ def _catalog_yaml_composed_once():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _children_share_bytecode(tmp_path_factory):
+    """Child Pythons (the CLI, cold starts, MCP server, racing loaders) compile kbsolve
+    once per run, not once each, where the environment says PYTHONDONTWRITEBYTECODE (as
+    some shells and CI do) and the source tree has no __pycache__: their bytecode goes
+    to a folder of this run (PYTHONPYCACHEPREFIX, as bench/cold.py does), never into the
+    checkout. Each child otherwise recompiled ~0.2 s of kbsolve's modules. Imports,
+    output and exit codes are the same; only where compiled code is kept changes.
+    KBSOLVE_TEST_BYTECODE_AS_IS=1, or a PYTHONPYCACHEPREFIX of the user's, leaves the
+    environment as it is."""
+    if (not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX")
+            or os.environ.get("KBSOLVE_TEST_BYTECODE_AS_IS")):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE")
+        patch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.mktemp("pycache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _private_kb_cache(request, tmp_path_factory, monkeypatch):
     """Point KBSOLVE_CACHE_DIR at a fresh temporary directory for each test.
