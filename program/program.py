@@ -104,10 +104,18 @@ def _let(kb: KnowledgeBase, key: str, lets: dict, active: set) -> Reads:
     return found
 
 
-def summed_terms(kb: KnowledgeBase, framework: str, level: str) -> list:
-    """The GPU memory terms a memory sum of `framework` at `level` adds (KB order)."""
-    return [t for t in kb.memory.values()
-            if t.framework == framework and t.level == level and t.location == "gpu"]
+def summed_terms(kb: KnowledgeBase, framework: str, level: str) -> tuple:
+    """The GPU memory terms a memory sum of `framework` at `level` adds, in key order
+    (the order of the Program's memory table, which every back end reads: the exact
+    evaluator's sum is the same in any order, the Z3 compiler's Sum is not: the order
+    of its terms steers which of two equal optima Z3 meets first)."""
+    memo = _memo(kb).setdefault("terms", {})
+    found = memo.get((framework, level))
+    if found is None:
+        found = memo[(framework, level)] = tuple(
+            t for _, t in sorted(kb.memory.items())
+            if t.framework == framework and t.level == level and t.location == "gpu")
+    return found
 
 
 def _with_sums(kb: KnowledgeBase, found: Reads) -> Reads:

@@ -23,6 +23,7 @@ from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.program.operators import OPERATORS, Z3_VALUE
 from kbsolve.program.problem import Problem
+from kbsolve.program.program import summed_terms
 
 MAX_VALUES = 512
 MAX_TABLE = 2048  # a term over at most this many option combinations becomes a table
@@ -103,8 +104,8 @@ class Compiler:
                 self._let_deps[node.let] = self.deps(self.p.kb.lets[node.let].expr)
             return self._let_deps[node.let]
         if isinstance(node, ir.MemorySum):
-            return frozenset().union(*[self.deps(t.expr) for t in self.p.program.memory
-                                       if t.level == node.level and t.location == "gpu"])
+            return frozenset().union(*[self.deps(t.expr) for t in summed_terms(
+                self.p.kb, node.framework, node.level)])
         if isinstance(node, ir.Op):
             return frozenset().union(*[self.deps(a) for a in node.args])
         return frozenset()
@@ -246,8 +247,8 @@ class Compiler:
                 self._lets[node.let] = self.named(term) if z3.is_arith(term) else term
             return self._lets[node.let]
         if isinstance(node, ir.MemorySum):
-            terms = [self.num(t.expr) for t in self.p.program.memory
-                     if t.level == node.level and t.location == "gpu"]
+            terms = [self.num(t.expr) for t in summed_terms(self.p.kb, node.framework,
+                                                             node.level)]
             return z3.Sum(terms) if terms else self.real(0)
         return OPERATORS[node.op].z3(z3, self, node)  # its Z3 view (program/operators.py)
 
