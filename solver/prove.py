@@ -196,6 +196,11 @@ class CoreFinder:
         for name, part in model.parts.items():
             self.solver.add(z3.Implies(self.marks[name], part))
 
+    def check(self, without=()):
+        """Whether every part but `without` can hold at once: z3.sat, z3.unsat, or
+        z3.unknown where the check ran out of its rlimit."""
+        return self.solver.check([self.marks[n] for n in self.marks if n not in without])
+
     def clash(self, extra: list | None = None, without: tuple = ()) -> list[str] | None:
         """None when satisfiable; else the minimal core (names of parts), minimised by
         deletion in name order: a part goes when the others still clash. A check
@@ -237,7 +242,7 @@ def minimal_core(model: Model) -> list[str]:
     would send them to an --allow that cannot help (allow_optins finds no fix then
     either), and which of two true cores Z3 hands back depends only on how the
     KB's expressions happen to be written."""
-    finder = CoreFinder(model)
+    finder = core_finder(model)
     optin_of = model.p.program.optin_of
     consent = tuple(name for name in model.parts
                     if name.startswith("rule:") and optin_of(name[5:]) is not None)
@@ -246,3 +251,12 @@ def minimal_core(model: Model) -> list[str]:
         if core is not None:
             return core
     return finder.clash() or []
+
+
+def core_finder(model: Model) -> CoreFinder:
+    """The model's one CoreFinder (its solver keeps what earlier checks learnt), for
+    the refusal's core and the fixes after it."""
+    finder = model.__dict__.get("_finder")
+    if finder is None:
+        finder = model._finder = CoreFinder(model)
+    return finder
