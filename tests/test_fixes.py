@@ -80,3 +80,22 @@ def test_a_memory_sum_adds_the_programs_terms_in_key_order(kb):
                                   if t.level == level and t.location == "gpu")
             keys = [f"{t.framework}.{t.name}" for t in terms]
             assert keys == sorted(keys)
+
+
+def test_the_cores_guess_saves_checks_and_never_changes_the_core(kb):
+    from kbsolve.solver.prove import CoreFinder, _likely
+    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    counts, cores = [], []
+    for likely in (None, _likely(tuple(consent_of(Model(problem))))):
+        finder = CoreFinder(Model(problem))
+        checks, check = [0], finder.solver.check
+
+        def counted(*args, check=check, checks=checks):
+            checks[0] += 1
+            return check(*args)
+        finder.solver.check = counted
+        cores.append(finder.clash(likely=likely))
+        counts.append(checks[0])
+    assert cores[0] == cores[1] == ["memory:fit", "memory:host_fit",
+                                    "rule:llamafactory.ALLOW_quantization"]
+    assert counts[1] < counts[0]
