@@ -9,6 +9,9 @@
   alternatives); each must end `optimal` or `infeasible` at the default settings.
 
 CPU time (time.process_time) is reported, not wall time: the machine is shared.
+
+    python -m bench.warm            # the figures
+    python -m bench.warm --list     # and every query's CPU and status, slowest first
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def measure(plans: int = len(PLAN_GRID), statuses: int = 120) -> dict:
+def measure(plans: int = len(PLAN_GRID), statuses: int = 120, listing: list | None = None) -> dict:
+    """The figures; with `listing` (a list), each query's (grid, fields, status, CPU ms)
+    is appended to it, for finding what a slow tail is made of."""
     from kbsolve import api
     kb = api.load_kb()
     api.solve({"gpus": "1xA100", "model": "qwen3-8b", "top": 0}, kb)  # imports, first tables
@@ -66,6 +71,8 @@ def measure(plans: int = len(PLAN_GRID), statuses: int = 120) -> dict:
             status, cpu = "refused", 0.0
         plan_status[status] = plan_status.get(status, 0) + 1
         plan_cpu.append(cpu)
+        if listing is not None:
+            listing.append(("plan", fields, status, _ms(cpu)))
     pytorch = {}
     for fields in PYTORCH_GRID:
         plan, cpu = _cpu(lambda: api.solve(fields, kb))
@@ -80,6 +87,8 @@ def measure(plans: int = len(PLAN_GRID), statuses: int = 120) -> dict:
             status, cpu = "refused", 0.0
         grid_status[status] = grid_status.get(status, 0) + 1
         grid_cpu.append(cpu)
+        if listing is not None:
+            listing.append(("status", fields, status, _ms(cpu)))
         if status not in ("optimal", "infeasible", "refused"):
             not_settled.append(fields)
     return {
@@ -89,6 +98,7 @@ def measure(plans: int = len(PLAN_GRID), statuses: int = 120) -> dict:
         "pytorch_plans": pytorch,
         "status_grid_queries": len(grid_cpu), "status_grid_statuses": grid_status,
         "status_grid_cpu_median_ms": _ms(statistics.median(grid_cpu)),
+        "status_grid_cpu_p95_ms": _ms(statistics.quantiles(grid_cpu, n=20)[18]),
         "status_grid_not_settled": not_settled[:10],
         # the README's row names, kept for comparison with earlier runs
         "median_ms": _ms(statistics.median(plan_cpu)),
@@ -97,4 +107,8 @@ def measure(plans: int = len(PLAN_GRID), statuses: int = 120) -> dict:
 
 
 if __name__ == "__main__":
-    print(measure())
+    import sys
+    rows: list | None = [] if "--list" in sys.argv[1:] else None
+    print(measure(listing=rows))
+    for grid, fields, status, ms in sorted(rows or [], key=lambda r: -r[3]):
+        print(f"{ms:9.1f} ms  {grid:6}  {status:12}  " + " ".join(str(v) for v in fields.values()))

@@ -7,7 +7,7 @@ from typing import Callable
 
 import z3
 
-from kbsolve.solver.prove import CoreFinder, Model
+from kbsolve.solver.prove import CoreFinder, Model, core_finder
 from kbsolve.results.plan import Fix
 from kbsolve.program.problem import Problem
 
@@ -15,13 +15,11 @@ MAX_PIN_FIXES = 2
 
 
 def drop_pins(model: Model) -> list[Fix]:
-    """The smallest sets of pins whose removal makes the query feasible. Always asked
-    where there are pins: its Optimize adds terms to the model's Z3 context, and the
-    consent MaxSAT after it (allow_optins) may order equal optima by them."""
+    """The smallest sets of pins whose removal makes the query feasible (_drops)."""
     pins = {name: part for name, part in model.parts.items() if name.startswith("pin:")}
     return [Fix(kind="drop_pins", drop=names, description="drop " + ", ".join(names))
             for names in ([_pin_text(model.p, n) for n in dropped]
-                          for dropped in _smallest_drops(model, pins))]
+                          for dropped in _drops(model, pins))]
 
 
 def allow_optins(model: Model, core: list[str] | None = None) -> list[Fix]:
@@ -29,32 +27,69 @@ def allow_optins(model: Model, core: list[str] | None = None) -> list[Fix]:
     (none when the refusal's minimal `core` holds no consent rule: the MaxSAT keeps
     every other part, so the core's parts still clash and it would find none; and no
     further fix once every consent rule of the core must be kept, for the same
-    reason). The last question asked of the model's Z3 context: skipping it changes
-    no later one."""
+    reason)."""
     optin_of = model.p.program.optin_of
     consent = {name: part for name, part in model.parts.items()
                if name.startswith("rule:") and optin_of(name[5:]) is not None}
     if core is not None and not consent.keys() & set(core):
         return []
     fixes = []
-    for dropped in _smallest_drops(model, consent, core):
+    for dropped in _drops(model, consent, core):
         names = [optin_of(n[5:]).name for n in dropped]
         fixes.append(Fix(kind="allow", allow=names,
                          description=f"pass --allow {','.join(names)}"))
     return fixes
 
 
-def _smallest_drops(model: Model, pins: dict, core: list[str] | None = None) -> list[list[str]]:
+def _drops(model: Model, soft: dict, core: list[str] | None = None) -> list[list[str]]:
+    """_smallest_drops of the soft parts `soft` (pins, consent rules), settled by
+    plain checks of the refusal's CoreFinder where fixes of one part exist. Every
+    fix of one part is a part whose drop alone gives a plan (with the minimal `core`
+    given, one of its parts: with every part of the core kept it still clashes).
+
+    Several: the first two in name order. (The MaxSAT met equal optima in whatever
+    order Z3's context happened to give: one query's two consent fixes swapped when
+    a memory Sum's terms were compiled in another order, and again when other
+    checks ran on the context first.) Exactly one: it is the MaxSAT's first optimum,
+    and the second must keep it: none when the core holds no other soft part, or
+    when the rest clashes with every other soft part dropped; else the MaxSAT finds
+    the second. None: when the rest clashes with every soft part dropped there is
+    no fix at all; else (every fix drops two or more), or where a check ran out of
+    its rlimit, the MaxSAT is asked, as it always was."""
+    if not soft:
+        return []
+    finder = core_finder(model)
+    ours = sorted(set(core) & soft.keys()) if core is not None else sorted(soft)
+    answers = {name: finder.check(without=(name,)) for name in ours}
+    alone = [name for name, answer in answers.items() if answer == z3.sat]
+    if z3.unknown in answers.values():
+        return _smallest_drops(model, soft, core)
+    if not alone:
+        if finder.check(without=tuple(soft)) == z3.unsat:
+            return []
+        return _smallest_drops(model, soft, core)
+    if len(alone) > 1:
+        return [[name] for name in alone[:MAX_PIN_FIXES]]
+    first = [alone[0]]
+    if core is not None and set(ours) <= set(first):
+        return [first]
+    if finder.check(without=tuple(n for n in soft if n != alone[0])) == z3.unsat:
+        return [first]
+    return _smallest_drops(model, soft, core, found=[first])
+
+
+def _smallest_drops(model: Model, pins: dict, core: list[str] | None = None,
+                    found: list | None = None) -> list[list[str]]:
     """MaxSAT: the smallest sets of the soft parts `pins` to drop for a solution.
     With the query's minimal `core`: once the fixes found leave every soft part of
     the core kept (each earlier fix dropped one part alone, and the next must keep
     it), every part of the core is hard and still clashes, so the MaxSAT is
-    unsatisfiable without asking it."""
+    unsatisfiable without asking it. `found`: the first fixes, already known."""
     if not pins:
         return []
-    fixes = []
-    blocked: list = []
-    for _ in range(MAX_PIN_FIXES):
+    fixes = list(found or [])
+    blocked: list = list(fixes)
+    for _ in range(MAX_PIN_FIXES - len(fixes)):
         kept = {d[0] for d in blocked if len(d) == 1}
         if core is not None and set(core) & pins.keys() <= kept:
             break  # the core's parts all hold: no solution (opt.check() would say unsat)

@@ -196,20 +196,39 @@ class CoreFinder:
         for name, part in model.parts.items():
             self.solver.add(z3.Implies(self.marks[name], part))
 
-    def clash(self, extra: list | None = None, without: tuple = ()) -> list[str] | None:
+    def check(self, without=()):
+        """Whether every part but `without` can hold at once: z3.sat, z3.unsat, or
+        z3.unknown where the check ran out of its rlimit."""
+        return self.solver.check([self.marks[n] for n in self.marks if n not in without])
+
+    def clash(self, extra: list | None = None, without: tuple = (),
+              likely=None) -> list[str] | None:
         """None when satisfiable; else the minimal core (names of parts), minimised by
         deletion in name order: a part goes when the others still clash. A check
         that clashes leaves its own core (a subset of what it was asked); a later
         deletion whose remaining parts hold such a core is unsatisfiable without
         asking Z3 (more parts cannot make a clash satisfiable), so the result is the
-        one every check would have given."""
+        one every check would have given. `likely(name)`: a guess of the parts a
+        minimal core keeps; once every part still to be tried is outside it, the
+        parts kept so far are asked alone, and if they clash, every deletion after
+        is settled without a check (one check instead of one per part left). The
+        guess changes how many checks run, never the core."""
         extra = extra or []
         names = [n for n in self.marks if n not in without]
         if self.solver.check([self.marks[n] for n in names] + extra) != z3.unsat:
             return None
         core = sorted(str(m) for m in self.solver.unsat_core() if str(m) in self.marks)
         clashing: list[set[str]] = []  # parts some check proved to clash (with `extra`)
-        for name in list(core):
+        order = list(core)
+        guessed = likely is None
+        for at, name in enumerate(order):
+            if not guessed and not any(likely(n) for n in order[at:]):
+                guessed = True  # the rest of the order: parts the guess expects to go
+                kept = core[:len(core) - (len(order) - at)]
+                if kept and not any(known.issubset(kept) for known in clashing) and \
+                        self.solver.check([self.marks[n] for n in kept] + extra) == z3.unsat:
+                    clashing.append({str(m) for m in self.solver.unsat_core()
+                                     if str(m) in self.marks})
             rest = [n for n in core if n != name]
             if any(known.issubset(rest) for known in clashing):
                 core.remove(name)  # the rest holds a set that clashes: unsat, no check
@@ -237,12 +256,30 @@ def minimal_core(model: Model) -> list[str]:
     would send them to an --allow that cannot help (allow_optins finds no fix then
     either), and which of two true cores Z3 hands back depends only on how the
     KB's expressions happen to be written."""
-    finder = CoreFinder(model)
+    finder = core_finder(model)
     optin_of = model.p.program.optin_of
     consent = tuple(name for name in model.parts
                     if name.startswith("rule:") and optin_of(name[5:]) is not None)
+    likely = _likely(consent)
     if consent:
-        core = finder.clash(without=consent)
+        core = finder.clash(without=consent, likely=likely)
         if core is not None:
             return core
-    return finder.clash() or []
+    return finder.clash(likely=likely) or []
+
+
+def core_finder(model: Model) -> CoreFinder:
+    """The model's one CoreFinder (its solver keeps what earlier checks learnt), for
+    the refusal's core and the fixes after it."""
+    finder = model.__dict__.get("_finder")
+    if finder is None:
+        finder = model._finder = CoreFinder(model)
+    return finder
+
+
+def _likely(consent: tuple):
+    """The parts a refusal's minimal core usually keeps: the budgets, the user's pins
+    and the consent rules (a guess for CoreFinder.clash: it saves checks, never
+    changes the core)."""
+    consent = frozenset(consent)
+    return lambda name: name.startswith(("memory:", "pin:")) or name in consent

@@ -1,0 +1,101 @@
+"""Fixes for refused queries (solver/fixes.py): the checks that settle the consent
+MaxSAT without asking it give its answers, equal optima come in name order, and
+the memory sums every back end compiles are one definition (program.summed_terms)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbsolve.program.program import link, summed_terms
+from kbsolve.program.query import Query, resolve
+from kbsolve.solver import fixes
+from kbsolve.solver.optimize import solve
+from kbsolve.solver.prove import Model
+from plans import shipped_kb
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return shipped_kb()
+
+
+def refused(kb, **fields):
+    outcome = solve(resolve(kb, Query(**fields)).problem)
+    assert outcome.status == "infeasible" and outcome.model is not None
+    return outcome
+
+
+def consent_of(model):
+    optin_of = model.p.program.optin_of
+    return {name: part for name, part in model.parts.items()
+            if name.startswith("rule:") and optin_of(name[5:]) is not None}
+
+
+def pins_of(model):
+    return {name: part for name, part in model.parts.items() if name.startswith("pin:")}
+
+
+@pytest.mark.parametrize("fields", [
+    {"gpus": "1x4090", "model": "llama3-70b"},  # one rule alone: quantization
+    {"gpus": "1x4090", "model": "qwen3-30b-a3b"},  # two rules alone, equal optima
+], ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_consent_fixes_are_the_maxsats(kb, fields):
+    outcome = refused(kb, **fields)
+    checked = fixes._drops(outcome.model, consent_of(outcome.model), outcome.core)
+    fresh = Model(outcome.model.p)  # the MaxSAT on a context of its own
+    asked = fixes._smallest_drops(fresh, consent_of(fresh), outcome.core)
+    assert checked and sorted(checked) == sorted(asked)
+
+
+def test_equal_consent_fixes_come_in_name_order(kb):
+    outcome = refused(kb, gpus="1x4090", model="qwen3-30b-a3b")
+    found = fixes.allow_optins(outcome.model, outcome.core)
+    assert [f.allow for f in found] == [["ktransformers"], ["quantization"]]
+
+
+def test_pin_fixes_are_the_maxsats_in_name_order(kb):
+    outcome = refused(kb, gpus="8xA100", model="qwen3-8b",
+                      set=["use_unsloth=true", "deepspeed=z3"])
+    found = fixes.drop_pins(outcome.model)
+    fresh = Model(outcome.model.p)
+    asked = [[fixes._pin_text(fresh.p, n) for n in d]
+             for d in fixes._smallest_drops(fresh, pins_of(fresh))]
+    assert [f.drop for f in found] == [["deepspeed=z3"], ["use_unsloth=true"]]
+    assert sorted(asked) == [f.drop for f in found]
+
+
+def test_no_pin_fix_when_the_rest_clashes_without_pins(kb):
+    outcome = refused(kb, gpus="1x4090", model="llama3-70b", set=["finetuning_type=full"])
+    assert fixes.drop_pins(outcome.model) == []
+    fresh = Model(outcome.model.p)
+    assert pins_of(fresh) and fixes._smallest_drops(fresh, pins_of(fresh)) == []
+
+
+def test_a_memory_sum_adds_the_programs_terms_in_key_order(kb):
+    for framework in kb.frameworks:
+        memory = link(kb, framework).memory
+        for level in {t.level for t in memory}:
+            terms = summed_terms(kb, framework, level)
+            assert terms == tuple(t for t in memory
+                                  if t.level == level and t.location == "gpu")
+            keys = [f"{t.framework}.{t.name}" for t in terms]
+            assert keys == sorted(keys)
+
+
+def test_the_cores_guess_saves_checks_and_never_changes_the_core(kb):
+    from kbsolve.solver.prove import CoreFinder, _likely
+    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    counts, cores = [], []
+    for likely in (None, _likely(tuple(consent_of(Model(problem))))):
+        finder = CoreFinder(Model(problem))
+        checks, check = [0], finder.solver.check
+
+        def counted(*args, check=check, checks=checks):
+            checks[0] += 1
+            return check(*args)
+        finder.solver.check = counted
+        cores.append(finder.clash(likely=likely))
+        counts.append(checks[0])
+    assert cores[0] == cores[1] == ["memory:fit", "memory:host_fit",
+                                    "rule:llamafactory.ALLOW_quantization"]
+    assert counts[1] < counts[0]
