@@ -77,25 +77,12 @@ class CodeCache:
         return self._path
 
     def _load(self) -> dict:
-        import hashlib
         codes: dict = {}
-        try:
-            data = self.path.read_bytes()
-        except OSError:
-            data = b""
-        end = data.find(b"\n", len(_MAGIC)) if data.startswith(_MAGIC) else -1
-        if end >= 0:
-            payload = memoryview(data)[end + 1:]
-            if hashlib.sha256(payload).hexdigest().encode() == data[len(_MAGIC):end]:
-                try:
-                    loaded = marshal.loads(payload)
-                except (EOFError, ValueError, TypeError):
-                    loaded = None
-                # a file of another layout under the same magic line (an earlier kbsolve's
-                # code objects stored whole) is compiled again and replaced, never trusted
-                if isinstance(loaded, dict) and \
-                        all(type(data) is bytes for data in loaded.values()):
-                    codes = loaded
+        loaded = _read_checked(self.path)
+        # a file of another layout under the same magic line (an earlier kbsolve's
+        # code objects stored whole) is compiled again and replaced, never trusted
+        if isinstance(loaded, dict) and all(type(data) is bytes for data in loaded.values()):
+            codes = loaded
         big = [key for key in codes if len(key[0]) >= BIG]
         if big:  # an earlier layout kept them here: the next save writes the file without
             for key in big:
@@ -112,21 +99,8 @@ class CodeCache:
     def _big_code(self, key: tuple):
         """A BIG entry from its own file (checked as the shared one is), else compiled and
         kept for save()."""
-        import hashlib
         path = self._big_file(key)
-        code = None
-        try:
-            data = path.read_bytes()
-        except OSError:
-            data = b""
-        end = data.find(b"\n", len(_MAGIC)) if data.startswith(_MAGIC) else -1
-        if end >= 0:
-            payload = memoryview(data)[end + 1:]
-            if hashlib.sha256(payload).hexdigest().encode() == data[len(_MAGIC):end]:
-                try:
-                    code = marshal.loads(payload)
-                except (EOFError, ValueError, TypeError):
-                    code = None
+        code = _read_checked(path)
         if type(code) is not CodeType or code.co_filename != key[1]:
             code = builtins.compile(*key, True)
             self.big[path] = marshal.dumps(code)
@@ -256,3 +230,23 @@ def save() -> None:
     """What the command's process compiled anew, written once as it ends."""
     if _enabled:
         CACHE.save()
+
+
+def _read_checked(path: Path):
+    """What a cache file written by save() holds (magic line, SHA-256 of the payload,
+    marshal), or None when it is missing, of another magic, corrupt or unreadable."""
+    import hashlib
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    end = data.find(b"\n", len(_MAGIC)) if data.startswith(_MAGIC) else -1
+    if end < 0:
+        return None
+    payload = memoryview(data)[end + 1:]
+    if hashlib.sha256(payload).hexdigest().encode() != data[len(_MAGIC):end]:
+        return None
+    try:
+        return marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
