@@ -323,7 +323,7 @@ def start():
     cli.start = first
     first()
 cli.start = start
-sys.argv = ["kbsolve", "list", "gpus", "--format", "json"]
+sys.argv[1:] = ["list", "gpus", "--format", "json"]  # argv[0] stays the interpreter's "-c"
 sys.exit(cli.run())
 """
 
