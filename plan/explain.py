@@ -100,7 +100,7 @@ def _fixed(problem: Problem, option, base: dict, assignment: dict[str, Any]) -> 
 
 
 def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str, Any],
-            met: list, views: _Views | None = None):
+            met: list, views: _Views):
     """clash(key, value): None when some feasible plan has key=value, else the
     parts that rule it out."""
     finder: list = []
@@ -166,11 +166,10 @@ REPAIR_TRIES = 64  # float views tried before a feasibility search
 
 
 def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, value,
-              views: _Views | None = None):
+              views: _Views):
     """(changes, metrics) of a feasible plan with key=value that changes one
     more option, one that the rules the plain neighbour breaks read; None when
     none of the first REPAIR_TRIES such plans is feasible."""
-    views = views or _Views(problem, search)
     base = _settled(problem, {**assignment, key: value}, views.conditional)
     view = views(base)
     if view is None or not view.broken:
@@ -198,13 +197,12 @@ def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, va
 
 
 def _decided(problem: Problem, clash, option, value, assignment, metrics,
-             base: dict, met: list, search=None, views: _Views | None = None) -> Choice:
+             base: dict, met: list, search, views: _Views) -> Choice:
     alternatives = [v for v in problem.choices[option.key] if v != value]
     blocked: dict[Any, list[str]] = {}
     open_: list[Any] = []
     neighbours: dict[Any, Any] = {}
     best_key = sort_key(metrics)
-    views = views or _Views(problem, search)
     plan_view = views(assignment)
     for alt in alternatives:
         settled = _settled(problem, {**assignment, option.key: alt}, views.conditional)
@@ -469,11 +467,11 @@ class _Neighbour:
     wherever its numbers are shown."""
 
     def __init__(self, problem: Problem, assignment: dict[str, Any], search, plan: Metrics,
-                 plan_key: tuple, plan_view, views: _Views | None = None):
+                 plan_key: tuple, plan_view, views: _Views):
         self.problem, self.assignment = problem, assignment
         self.plan, self.plan_key, self.plan_view = plan, plan_key, plan_view
         self._exact: Metrics | None = None
-        self.view = (views or search.view)(assignment) if plan_view is not None else None
+        self.view = views(assignment) if plan_view is not None else None
         # a value arc consistency took out: a rule is broken, known without measuring
         self.ruled_out = self.view is None and plan_view is not None and \
             search.outside(assignment)
