@@ -412,8 +412,8 @@ class Search:
         for key, value in (fixed or {}).items():
             place = self.place[key]
             index = p.choices[key].index(value)
-            if index not in domains[place]:
-                return Found("infeasible", None, None, 0)
+            if index not in domains[place]:  # (the caller takes [0])
+                return Found("infeasible", None, None, 0), None
             domains[place] = [index]
         if start:
             for place, key in enumerate(self.order):

@@ -118,3 +118,16 @@ def test_the_collector_is_paused_while_a_search_runs_and_restored_after(kb, monk
     finally:
         (gc.enable if was else gc.disable)()
     assert seen and not any(seen)
+
+
+def test_a_held_value_outside_its_domain_is_infeasible(kb):
+    """run(fixed=...) with a value arc consistency (or a pin) took out: no plan,
+    no search (it raised a TypeError before: _round's early answer had no state)."""
+    search = Search(_problem(kb, REAL[3]))
+    assert search.prepare()
+    key, domain = next((key, domain) for key, domain in zip(search.order, search.base_domains)
+                       if len(domain) < len(search.p.choices[key]))
+    value = next(v for i, v in enumerate(search.p.choices[key]) if i not in domain)
+    for first in (True, False):
+        found = search.run(fixed={key: value}, first=first)
+        assert (found.status, found.chosen, found.nodes) == ("infeasible", None, 0)
