@@ -36,6 +36,7 @@ TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
 # diffusion frameworks 0.13, where the fewer nodes did not pay for a second
 # layout of the tables (the explanations keep the problem's order).
 READS_FIRST = 1 / 3
+CUT_ON_TIME = True  # _State.dfs cuts a child on its time before reading its memory
 
 
 @dataclass
@@ -327,7 +328,8 @@ class Search:
         self.view_readers = None  # view(), on first use
         self.tracker = Tracker(self.tracked, [{position[a] for a in c.deps}
                                               for c in self.tracked], len(axes),
-                               [self.memory_terms, self.host_terms])
+                               [self.memory_terms, self.host_terms],
+                               set(self.time_parts + self.time_factors))
         return True
 
     def run(self, start: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
@@ -540,9 +542,18 @@ class Search:
     def objective_bound(self, ranges: list, memory: float, kept: int) -> tuple:
         """The objective's lower bound (sort_key's order) from the tracked
         cells' ranges: time as its parts' sum times its factors, preference
-        tiers at their best, memory and the options kept at their defaults.
-        (_mul written out: the same operations in the same
-        order, so the same floats, without a call and a list per factor.)"""
+        tiers at their best, memory and the options kept at their defaults."""
+        low = self.time_low(ranges)
+        prefs = tuple([-ranges[i][1] for i in self.tier_slots])
+        if self.objective == "memory":
+            return (memory, low) + prefs + (-kept,)
+        return (low,) + prefs + (memory, -kept)
+
+    def time_low(self, ranges: list) -> float:
+        """The least time per unit of work the tracked cells' ranges allow: the
+        parts' sum times the factors (_mul written out: the same operations in
+        the same order, so the same floats, without a call and a list per
+        factor)."""
         low = high = 0.0
         for i in self.time_parts:
             r = ranges[i]
@@ -559,10 +570,7 @@ class Search:
             if p3 != p3:
                 p3 = 0
             low, high = min(p0, p1, p2, p3), max(p0, p1, p2, p3)
-        prefs = tuple([-ranges[i][1] for i in self.tier_slots])
-        if self.objective == "memory":
-            return (memory, low) + prefs + (-kept,)
-        return (low,) + prefs + (memory, -kept)
+        return low
 
     def assignment(self, idx: list[int]) -> dict[str, Any]:
         return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
@@ -578,17 +586,27 @@ class Tracker:
     weighted sums of their low ends (memory, host RAM) up to date. The cells
     the sums read come first at each place, so that a child whose memory does
     not fit is dropped before the rest of its cells are read (update_sums, then
-    update_rest). Every child of a node sets the same cells (those at its
-    place), so the node's ranges are kept once (parent) and set back once
-    (restore), and a child's are taken as a plain list (taken, apply)."""
+    update_rest); where the search can cut a child on its time alone
+    (_State.dfs), the time cells come before them (update_time). Every child
+    of a node sets the same cells (those at its place), so the node's ranges
+    are kept once (parent) and set back once (restore), and a child's are
+    taken as a plain list (taken, apply)."""
 
-    def __init__(self, cells: list, places: list[set[int]], n: int, sums: list):
+    def __init__(self, cells: list, places: list[set[int]], n: int, sums: list,
+                 timed: set | None = None):
         self.cells = cells
         summed = {i for terms in sums for _, i in terms}
+        self.summed = summed
+        self.timed = timed or set()
         self.at = [sorted((i for i, p in enumerate(places) if k in p),
                           key=lambda i: (i not in summed, i)) for k in range(n)]
         self.split = [sum(1 for i in at if i in summed) for at in self.at]
-        self.readers: list = [None] * n  # per place: (slot, cell, level or None), on first use
+        # per place: whether a time cell reads it (else its children share the node's time)
+        self.times_at = [any(i in self.timed for i in at) for at in self.at]
+        # per place, two readers' groups (the summed cells, the rest), or three
+        # (the time cells, the other summed cells, the rest), on first use
+        self.readers: list = [None] * n
+        self.time_readers: list = [None] * n
         self.sums = sums  # [[(weight, slot), ...], ...]
         weight = [dict((i, w) for w, i in terms) for terms in sums]
         # per place, per sum: (slot, its place in at[k], weight, side of its range read)
@@ -603,13 +621,19 @@ class Tracker:
     def _total(self, ranges: list, t: int) -> float:
         return _weighted_low(ranges, self.sums[t])
 
-    def parent(self, ranges: list, totals: list, k: int, idx: list[int]) -> tuple:
+    def parent(self, ranges: list, totals: list, k: int, idx: list[int],
+               timed: bool = False) -> tuple:
         """The ranges of the cells that read place k, and the sums, before any
         value of place k is set: every child of a node sets the same cells,
         so they are kept once per node (not once per child) and set back once
         (restore). With them, each table's index over the places before k
-        (the same for every child: a child adds its value times one stride)."""
-        readers = self.readers[k] or self._readers(k)
+        (the same for every child: a child adds its value times one stride),
+        per group of readers: the summed cells' and the rest's, or with
+        `timed` the time cells' first (update_time)."""
+        if timed:
+            readers = self.time_readers[k] or self._time_readers(k)
+        else:
+            readers = self.readers[k] or self._readers(k)
         bases = []
         for tables, _ in readers:
             found = []
@@ -619,7 +643,16 @@ class Tracker:
                     at += idx[place] * stride
                 found.append(at)
             bases.append(found)
-        return [ranges[i] for i in self.at[k]], list(totals), bases
+        return [ranges[i] for i in self.at[k]], list(totals), bases, readers, int(timed)
+
+    def update_time(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
+        """The time cells that read place k (a parent() with `timed`), before
+        update_sums: a child whose time alone loses is cut before its memory
+        is read."""
+        tables, exprs = parent[3][0]
+        _tables(ranges, idx[k], tables, parent[2][0])
+        if exprs:
+            _exprs(ranges, k, idx, exprs)
 
     def update_sums(self, ranges: list, totals: list, k: int, idx: list[int],
                     parent: tuple) -> None:
@@ -627,9 +660,9 @@ class Tracker:
         the node's own (parent()): each sum is the node's plus the change of
         its terms at place k, the same float operations as before (a child
         always starts from its node's values)."""
-        tables, exprs = self.readers[k][0]
-        before, node_totals, bases = parent
-        _tables(ranges, idx[k], tables, bases[0])
+        before, node_totals, bases, readers, g = parent
+        tables, exprs = readers[g]
+        _tables(ranges, idx[k], tables, bases[g])
         if exprs:
             _exprs(ranges, k, idx, exprs)
         for t, terms in enumerate(self.terms_at[k]):
@@ -644,42 +677,58 @@ class Tracker:
 
     def update_rest(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The other cells that read place k, after update_sums."""
-        tables, exprs = self.readers[k][1]
-        _tables(ranges, idx[k], tables, parent[2][1])
+        g = parent[4] + 1
+        tables, exprs = parent[3][g]
+        _tables(ranges, idx[k], tables, parent[2][g])
         if exprs:
             _exprs(ranges, k, idx, exprs)
 
     def _readers(self, k: int) -> tuple:
         """Per place k, on first use: the readers of the cells the sums read,
-        and of the rest, each as (tables, expressions). A table's: (slot,
-        stride of place k, its level's low and high, listed, the (place,
-        stride) pairs before k); an expression's (or a table of codes'):
-        (slot, cell, memo level j, memo key), j and the key as Expr.bound
-        finds them (they depend on k only, for this preparation), the key
-        None where bound() itself answers. Tables are read before
-        expressions: a table's read changes nothing, and the expressions
-        (whose reads fill memos and link levels) keep their order."""
+        and of the rest, each as (tables, expressions)."""
         readers = self.readers[k]
         if readers is None:
-            parts = []
-            for part in (self.at[k][:self.split[k]], self.at[k][self.split[k]:]):
-                tables, exprs = [], []
-                for i in part:
-                    cell, level = reader_of(self.cells[i], k + 1)
-                    if isinstance(cell, Expr):
-                        j = bisect.bisect_left(cell._places, k + 1)
-                        exprs.append((i, cell, j, cell._keys[j]))
-                    elif level is None:  # a table of codes
-                        exprs.append((i, cell, 0, None))
-                    else:
-                        pairs, low, high, listed = level
-                        if pairs and pairs[-1][0] == k:
-                            tables.append((i, pairs[-1][1], low, high, listed, pairs[:-1]))
-                        else:  # not read at k (never, for a cell at place k): all before
-                            tables.append((i, 0, low, high, listed, pairs))
-                parts.append((tables, exprs))
-            readers = self.readers[k] = tuple(parts)
+            readers = self.readers[k] = tuple(
+                self._group(k, part) for part in (self.at[k][:self.split[k]],
+                                                  self.at[k][self.split[k]:]))
         return readers
+
+    def _time_readers(self, k: int) -> tuple:
+        """Per place k, on first use: the readers of the time cells, of the
+        other cells the sums read, and of the rest (each in at[k]'s order)."""
+        readers = self.time_readers[k]
+        if readers is None:
+            at, timed, summed = self.at[k], self.timed, self.summed
+            readers = self.time_readers[k] = (
+                self._group(k, [i for i in at if i in timed]),
+                self._group(k, [i for i in at if i in summed and i not in timed]),
+                self._group(k, [i for i in at if i not in summed and i not in timed]))
+        return readers
+
+    def _group(self, k: int, part: list) -> tuple:
+        """The readers of some cells at place k as (tables, expressions). A
+        table's: (slot, stride of place k, its level's low and high, listed,
+        the (place, stride) pairs before k); an expression's (or a table of
+        codes'): (slot, cell, memo level j, memo key), j and the key as
+        Expr.bound finds them (they depend on k only, for this preparation),
+        the key None where bound() itself answers. Tables are read before
+        expressions: a table's read changes nothing, and the expressions
+        (whose reads fill memos and link levels) keep their order."""
+        tables, exprs = [], []
+        for i in part:
+            cell, level = reader_of(self.cells[i], k + 1)
+            if isinstance(cell, Expr):
+                j = bisect.bisect_left(cell._places, k + 1)
+                exprs.append((i, cell, j, cell._keys[j]))
+            elif level is None:  # a table of codes
+                exprs.append((i, cell, 0, None))
+            else:
+                pairs, low, high, listed = level
+                if pairs and pairs[-1][0] == k:
+                    tables.append((i, pairs[-1][1], low, high, listed, pairs[:-1]))
+                else:  # not read at k (never, for a cell at place k): all before
+                    tables.append((i, 0, low, high, listed, pairs))
+        return tables, exprs
 
     def taken(self, ranges: list, totals: list, k: int) -> tuple:
         """What a child that fits set (update_sums and update_rest), to set
@@ -751,36 +800,68 @@ class _State:
 
     def dfs(self, k: int, defaults: int = 0) -> None:
         """Children in the order of their bounds, best first, so that the first
-        leaves reached are good incumbents; each is re-checked before descent."""
+        leaves reached are good incumbents; each is re-checked before descent.
+
+        Once there is an incumbent, a child whose time alone is beyond it by
+        more than twice the tolerance (_beyond) is cut before its memory and
+        the rest of its cells are read: its bound, and every incumbent's after
+        it, would have the same first component, so the check before descent
+        would cut it (the time decides, in _lex_less, before the rest is read).
+        It is counted as pruned where that check would have counted it: after
+        the other children (every child descended into sorts before it, by its
+        time); where the search stops below, one whose memory would not have
+        fit is counted then, as the memory check would have counted it.
+
+        A feasibility search (first) orders its children by memory alone and
+        stops at its first feasible leaf, before any bound is compared: it
+        reads only the cells the sums read (update_rest's cells, time and
+        preference tiers, only ever feed the bounds)."""
         s = self.s
         if k == len(s.order):
             self.leaf(defaults)
             return
         children = []
         ranges, totals, tracker = self.ranges, self.totals, s.tracker
-        parent = tracker.parent(ranges, totals, k, self.idx)
-        for value in self.domains[k]:
-            self.nodes += 1
-            if self.nodes > self.budget:
-                raise Exhausted
-            if not self.nodes & 255 and expired(self.deadline):
-                raise TimedOut
-            self.idx[k] = value
-            self.tried[k] += 1
-            if not self._rules_hold(k):
-                self.pruned[k] += 1
-                continue
-            tracker.update_sums(ranges, totals, k, self.idx, parent)
-            if self._fits():  # the rest of the cells only for a child that fits
-                tracker.update_rest(ranges, k, self.idx, parent)
-                kept = defaults + (value == s.defaults[k])
-                bound = (self._memory(),) if self.first else self._bounds(k + 1, kept)
-                children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
-            else:
-                self.pruned[k] += 1
-        if len(children) > 1:  # a feasibility search tries the smallest first
-            children.sort(key=_sortable)
+        best = self.best_float
+        timed = best is not None and not self.first and s.objective != "memory" and CUT_ON_TIME
+        parent = tracker.parent(ranges, totals, k, self.idx, timed)
+        cut: list = []
+        if timed:
+            ceiling = best[0]
+            moves = tracker.times_at[k]  # else every child has the node's time
+            if not moves and not _beyond(s.time_low(ranges), ceiling):
+                timed = False
         try:
+            for value in self.domains[k]:
+                self.nodes += 1
+                if self.nodes > self.budget:
+                    raise Exhausted
+                if not self.nodes & 255 and expired(self.deadline):
+                    raise TimedOut
+                self.idx[k] = value
+                self.tried[k] += 1
+                if not self._rules_hold(k):
+                    self.pruned[k] += 1
+                    continue
+                if timed:
+                    if moves:
+                        tracker.update_time(ranges, k, self.idx, parent)
+                    if not moves or _beyond(s.time_low(ranges), ceiling):
+                        cut.append(value)
+                        continue
+                tracker.update_sums(ranges, totals, k, self.idx, parent)
+                if self._fits():
+                    kept = defaults + (value == s.defaults[k])
+                    if self.first:  # a feasibility search reads only its memory
+                        bound = (self._memory(),)
+                    else:  # the rest of the cells only for a child that fits
+                        tracker.update_rest(ranges, k, self.idx, parent)
+                        bound = self._bounds(k + 1, kept)
+                    children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
+                else:
+                    self.pruned[k] += 1
+            if len(children) > 1:  # a feasibility search tries the smallest first
+                children.sort(key=_sortable)
             for bound, value, kept, taken in children:
                 if self.best_float is not None and not self.first and \
                         not _lex_less(bound, self.best_float, True):
@@ -789,8 +870,19 @@ class _State:
                 self.idx[k] = value
                 tracker.apply(ranges, totals, k, taken)  # as update_sums and update_rest set them
                 self.dfs(k + 1, kept)
+        except BaseException:
+            if cut:  # stopped: count the cut children the memory check would have counted
+                for value in cut:
+                    self.idx[k] = value
+                    if moves:
+                        tracker.update_time(ranges, k, self.idx, parent)
+                    tracker.update_sums(ranges, totals, k, self.idx, parent)
+                    if not self._fits():
+                        self.pruned[k] += 1
+            raise
         finally:  # the node's own ranges back (also where the search stops below)
             tracker.restore(ranges, totals, k, parent)
+        self.pruned[k] += len(cut)
 
     def _memory(self) -> float:
         return self.totals[0]
@@ -826,9 +918,8 @@ class _State:
 
     def leaf(self, defaults: int) -> None:
         s = self.s
-        key = self._bounds(len(s.order), defaults)
-        if self.best_float is not None and not _lex_less(key, self.best_float,
-                                                           allow_equal=True):
+        if self.best_float is not None and not _lex_less(self._bounds(len(s.order), defaults),
+                                                           self.best_float, allow_equal=True):
             return
         assignment = s.assignment(self.idx)
         metrics = measure(s.p, {**s.p.fixed, **assignment})
@@ -872,6 +963,15 @@ def _product(cell) -> tuple[list, list]:
     if isinstance(cell, Expr) and cell.op == "sum":
         return list(cell.args), []
     return [cell], []
+
+
+def _beyond(low: float, ceiling: float) -> bool:
+    """Whether a time bound loses to an incumbent's time (`ceiling`) by more than
+    twice the tolerance: then _lex_less(bound, best, True) is False for this
+    incumbent and every later one (their times are no larger), decided by the
+    first component. Not for nan or infinite values (_lex_less reads on)."""
+    return low - ceiling > 2 * TOLERANCE * max(abs(low), abs(ceiling)) and \
+        math.isfinite(low) and math.isfinite(ceiling)
 
 
 def _sortable(child) -> tuple:
