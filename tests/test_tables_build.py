@@ -166,3 +166,31 @@ def test_shared_tables_are_the_tables_built_afresh(kb):
             assert y is not x or isinstance(x, Table) and not x.deps
             shared += isinstance(y, Table) and y is not x and y.array is x.array
     assert shared > 100
+
+
+def test_remembering_is_the_evaluator_at_each_assignment(kb):
+    """Evaluator.remembering (metrics.measure's reads) gives what a fresh run gives,
+    formula by formula, at many assignments of one problem sharing one store."""
+    from kbsolve.program.evaluate import Evaluator
+    import itertools
+    problem = resolve(kb, Query(gpus="8xA100", model="qwen3-8b")).problem
+    nodes = [r.constraint for r in problem.rules] + \
+        [t.expr for t in (*problem.program.memory, *problem.program.speed,
+                          *problem.program.work, *problem.program.preferences)]
+    keys = sorted(problem.choices)[:4]
+    fresh = Evaluator(kb, problem.framework, problem.facts)
+    checked = 0
+    for values in itertools.islice(itertools.product(*[problem.choices[k] for k in keys]), 40):
+        assignment = {**problem.fixed, **{k: problem.choices[k][0] for k in problem.choices},
+                      **dict(zip(keys, values))}
+        run = problem.evaluator.remembering(assignment)
+        for node in nodes:
+            try:
+                expected = fresh.run(node, assignment)
+            except Exception as error:  # the same failure either way
+                with pytest.raises(type(error)):
+                    run(node)
+                continue
+            assert run(node) == expected
+            checked += 1
+    assert checked > 1000
