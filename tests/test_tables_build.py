@@ -5,6 +5,7 @@ places by option as by testing every rule in order."""
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.dsl import ir
+from kbsolve.program.evaluate import Evaluator
 from kbsolve.program.program import kept
 from kbsolve.program.query import Query, resolve
 from kbsolve.program.tables import Expr, Table, Tables, masked, rule_tables
@@ -171,8 +173,6 @@ def test_shared_tables_are_the_tables_built_afresh(kb):
 def test_remembering_is_the_evaluator_at_each_assignment(kb):
     """Evaluator.remembering (metrics.measure's reads) gives what a fresh run gives,
     formula by formula, at many assignments of one problem sharing one store."""
-    from kbsolve.program.evaluate import Evaluator
-    import itertools
     problem = resolve(kb, Query(gpus="8xA100", model="qwen3-8b")).problem
     nodes = [r.constraint for r in problem.rules] + \
         [t.expr for t in (*problem.program.memory, *problem.program.speed,
