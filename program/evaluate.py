@@ -10,6 +10,7 @@ let is computed once per distinct projection, not once per assignment.
 
 from __future__ import annotations
 
+import operator
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -22,13 +23,14 @@ from kbsolve.program.operators import OPERATORS
 Env = tuple  # (assignment, facts, memo for this run, store for this evaluator)
 
 
-def _caches(kb: KnowledgeBase) -> tuple[dict, dict]:
+def _caches(kb: KnowledgeBase) -> tuple[dict, dict, dict]:
     """The KB's own caches (freed with it, never pickled): node id -> (node,
-    closure) and node id -> (node, the options it reads); the node is kept so
-    that its id stays unique."""
+    closure), node id -> (node, the options it reads) and node id -> (node, a
+    getter of the values of those options); the node is kept so that its id
+    stays unique."""
     found = kb.__dict__.get("_evaluation")
     if found is None:
-        found = ({}, {})
+        found = ({}, {}, {})
         object.__setattr__(kb, "_evaluation", found)
     return found
 
@@ -59,6 +61,46 @@ class Evaluator:
         if slot not in self.store:
             self.store[slot] = self.run(node, assignment, memo)
         return self.store[slot]
+
+
+    def remembering(self, assignment: Mapping[str, Any], memo: dict | None = None):
+        """remembered() for many nodes at one assignment: run(node). The
+        assignment's values are turned into memo keys once (not once per node
+        per option read), and each node's options are read by one C call."""
+        values = _Values({key: (v._numerator, v._denominator) if type(v) is Fraction else v
+                          for key, v in assignment.items()})
+        getters = _caches(self.kb)[2]
+        store, evaluate = self.store, self.run
+        memo = {} if memo is None else memo
+
+        def run(node: ir.Node):
+            found = getters.get(id(node))
+            if found is None or found[0] is not node:
+                found = getters[id(node)] = (node, _getter(sorted(options_read(self.kb,
+                                                                                node))))
+            slot = (id(node), found[1](values))  # a key of its own shape (see Memo keys)
+            value = store.get(slot, _MISS)
+            if value is _MISS:
+                value = store[slot] = evaluate(node, assignment, memo)
+            return value
+        return run
+
+
+_MISS = object()
+
+
+class _Values(dict):
+    """An option the assignment lacks reads as None (as assignment.get does)."""
+
+    def __missing__(self, key):
+        return None
+
+
+def _getter(keys: list[str]) -> Callable:
+    """The values of `keys` in a dict of memo-key values, as one hashable value."""
+    if not keys:
+        return lambda values: ()
+    return operator.itemgetter(*keys)
 
 
 def closure(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
@@ -136,6 +178,9 @@ def _let(kb: KnowledgeBase, key: str):
 # the Fraction (Python 3.11 computes a Fraction's hash anew each time). Option
 # values are never tuples, so the keys of different values never meet; equal
 # values of two types (1 and Fraction(1)) may miss, and are computed again.
+# remembering()'s keys are (node id, the getter's value): a bare value where
+# the node reads one option, a tuple where it reads more; one node's keys all
+# have one shape, and a let's keys begin with its name, never an int.
 
 
 def _let_options(kb: KnowledgeBase, key: str) -> frozenset[str]:

@@ -55,11 +55,7 @@ def full_assignment(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
-    ev = problem.evaluator
-    memo: dict = {}
-
-    def run(node):
-        return ev.remembered(node, assignment, memo)
+    run = problem.evaluator.remembering(assignment)
 
     broken = [r.framework + "." + r.id for r in problem.rules
               if not run(r.constraint)]

@@ -29,7 +29,7 @@ from kbsolve.dsl.types import NUM
 from kbsolve.program.operators import FRAGILE, UNKNOWN, interval
 from kbsolve.program.operators import SCALAR as _SCALAR
 from kbsolve.program.operators import VECTOR as _VECTOR
-from kbsolve.program.program import kept, summed_terms
+from kbsolve.program.program import kept, reads, summed_terms
 
 LIMIT = 1 << 15  # cells of a float table
 EXACT_LIMIT = 1 << 12  # cells of a table of Fractions
@@ -474,8 +474,13 @@ class Tables:
         self.order = order
         self.axis = {key: i for i, key in enumerate(order)}
         self.sizes = [len(problem.choices[key]) for key in order]
-        self.codes: dict[str, int] = {}
+        # codes are numbered once per KB (only their equality is ever read), so that a
+        # table of codes means the same in every query (the shared tables below)
+        self.codes: dict[str, int] = kept(problem.kb, "codes")
         self._cells: dict[tuple[int, bool], tuple[Any, Any]] = {}
+        self._shared = kept(problem.kb, "tables")  # see _shared_build
+        self._parts: dict = {}  # option key or fact path -> its interned part of a key
+        self._depth = 0  # > 0 while a shared build is under way
         self._lets: dict[tuple[str, bool], Any] = {}
         self._keep: list = []  # synthetic nodes, kept alive so that their ids stay unique
         self._constants = kept(problem.kb, "constants")  # Const nodes' tables, once per KB
@@ -486,13 +491,93 @@ class Tables:
         key = (id(node), exact)
         found = self._cells.get(key)
         if found is None or found[0] is not node:
-            found = (node, self._build(node, exact))
+            found = (node, self._build(node, exact) if self._depth else
+                     self._shared_build(node, exact))
             self._cells[key] = found
         return found[1]
 
+    def _shared_build(self, node: ir.Node, exact: bool):
+        """A formula's cell (one a caller asks for, or a let's body), its table
+        kept per KB by what it is built from: the node, the framework, each option
+        it reads (open: its axis and values; else its value) and each fact it
+        reads (through lets and memory sums). A later query (or a hardware fix's
+        problem, or the Z3 compiler's tables) that builds the same node from the
+        same inputs takes the array instead of building it again: the same
+        computation of the same inputs, so the same array (never written: kept
+        read-only). The Table itself is new (its layouts are a search's). An
+        expression (a cell too large to table) is not kept: its args are built,
+        and the lets among them are kept. Constants have their own tables per KB;
+        options and facts are one array each, made at once."""
+        if node.__class__ is not ir.Op and not isinstance(node, (ir.LetRef, ir.MemorySum)):
+            return self._build(node, exact)
+        key = self._shared_key(node, exact)
+        if key is not None:
+            found = self._shared.get(key)
+            if found is not None and found[0] is node:
+                return Table(*found[1])
+        self._depth += 1
+        try:
+            cell = self._build(node, exact)
+        finally:
+            self._depth -= 1
+        if key is not None and cell.__class__ is Table:
+            cell.array.flags.writeable = False
+            kept_cells = self._shared.get("cells", 0) + cell.array.size
+            if kept_cells > SHARED_CELLS:
+                self._shared.clear()
+                kept(self.problem.kb, "table_inputs").clear()  # nodes made for one query too
+                kept_cells = cell.array.size
+            self._shared["cells"] = kept_cells
+            self._shared[key] = (node, (cell.deps, cell.sizes, cell.array, cell.kind,
+                                        cell.exact))
+        return cell
+
+    def _shared_key(self, node: ir.Node, exact: bool):
+        """_shared_build's key for the node; None where some input is missing
+        (the build says what, or fails as it always has)."""
+        options, facts = _inputs(self.problem.kb, node)
+        parts = self._parts
+        key = [id(node), exact, self.problem.framework]
+        for name in options:
+            part = parts.get(name)
+            if part is None:
+                part = parts[name] = self._option_part(name)
+            key.append(part)
+        for path in facts:
+            part = parts.get(path)
+            if part is None:
+                part = parts[path] = self._fact_part(path)
+            key.append(part)
+        return None if -1 in key else tuple(key)
+
+    def _option_part(self, name: str) -> int:
+        p = self.problem
+        if name in self.axis:
+            part = ("open", self.axis[name], tuple((type(v), v) for v in p.choices[name]))
+        elif name in p.fixed:
+            part = ("fixed", type(p.fixed[name]), p.fixed[name])
+        elif name in p.kb.options:
+            default = p.kb.options[name].default
+            part = ("fixed", type(default), default)
+        else:
+            return -1
+        return _interned(p.kb, part)
+
+    def _fact_part(self, path: str) -> int:
+        value = self.problem.facts.get(path)
+        if value is None:
+            return -1
+        return _interned(self.problem.kb, ("fact", type(value), value))
+
     def synthetic(self, node: ir.Node, exact: bool = False):
+        """A node made for this query (kept alive so that its id stays unique):
+        built here, its args through cell() (those are kept across queries)."""
         self._keep.append(node)
-        return self.cell(node, exact)
+        key = (id(node), exact)
+        found = self._cells.get(key)
+        if found is None or found[0] is not node:
+            found = self._cells[key] = (node, self._build(node, exact))
+        return found[1]
 
     def divided(self, top: ir.Node, bottom: ir.Node):
         return self.synthetic(ir.Op("/", (top, bottom), NUM, top.span))
@@ -530,8 +615,13 @@ class Tables:
             return self.constant(p.evaluator.run(node, {}), exact)
         if isinstance(node, ir.OptionRef):
             return self._option(node.option, exact)
-        if isinstance(node, ir.LetRef):
-            return self.cell(p.kb.lets[node.let].expr, exact)
+        if isinstance(node, ir.LetRef):  # a let's body: kept across queries
+            body = p.kb.lets[node.let].expr
+            found = self._cells.get((id(body), exact))
+            if found is not None and found[0] is body:
+                return found[1]
+            found = self._cells[(id(body), exact)] = (body, self._shared_build(body, exact))
+            return found[1]
         if isinstance(node, ir.MemorySum):
             parts = [self.cell(t.expr, exact)
                      for t in summed_terms(p.kb, node.framework, node.level)]
@@ -604,6 +694,48 @@ class Tables:
         if op == "+" and isinstance(args[0], Expr) and args[0].op == "sum":
             return Expr("sum", args[0].args + [args[1]], kind, exact)
         return Expr("sum" if op == "+" else op, list(args), kind, exact)
+
+
+SHARED_CELLS = 1 << 22  # cells of the tables kept per KB across queries (all dropped when
+# more would be kept: 32 MiB of floats at most)
+
+
+def _interned(kb, part: tuple) -> int:
+    """A small int per distinct part of a shared table's key (hashed once per
+    query, not once per lookup: a Fraction hashes slowly)."""
+    table = kept(kb, "table_parts")
+    found = table.get(part)
+    if found is None:
+        found = table[part] = len(table)
+    return found
+
+
+def _inputs(kb, node: ir.Node) -> tuple[tuple, tuple]:
+    """The options and facts a node's table is built from, sorted: through lets
+    and memory sums (a sum's terms' facts too), once per KB."""
+    memo = kept(kb, "table_inputs")
+    found = memo.get(id(node))
+    if found is None or found[0] is not node:
+        read = reads(kb, node, sums=True)
+        facts = set(reads(kb, node).facts)
+        for summed in _sums(kb, read.sums):
+            for term in summed_terms(kb, *summed):
+                facts |= reads(kb, term.expr).facts
+        found = memo[id(node)] = (node, (tuple(sorted(read.options)), tuple(sorted(facts))))
+    return found[1]
+
+
+def _sums(kb, sums) -> set:
+    """The memory sums read, with those their terms read, transitively."""
+    done: set = set()
+    pending = list(sums)
+    while pending:
+        summed = pending.pop()
+        if summed not in done:
+            done.add(summed)
+            for term in summed_terms(kb, *summed):
+                pending += reads(kb, term.expr).sums
+    return done
 
 
 def _sharing(rules: list, deps: set):

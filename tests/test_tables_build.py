@@ -5,6 +5,7 @@ places by option as by testing every rule in order."""
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -12,6 +13,8 @@ import pytest
 
 from kbsolve import api
 from kbsolve.dsl import ir
+from kbsolve.program.evaluate import Evaluator
+from kbsolve.program.program import kept
 from kbsolve.program.query import Query, resolve
 from kbsolve.program.tables import Expr, Table, Tables, masked, rule_tables
 from kbsolve.solver.search import Search
@@ -69,6 +72,7 @@ def test_constant_combinations_are_the_general_paths_arrays(kb, fields, monkeypa
         return general(self, op, args, kind, exact)
 
     monkeypatch.setattr(Tables, "combine", counted)
+    kept(problem.kb, "tables").clear()  # built again, not taken from the first build
     slow = _roots(problem, Tables(problem, keys))
     assert constants[0] > 100  # the shortcut stood for many combinations here
     assert len(fast) == len(slow)
@@ -94,7 +98,7 @@ def test_masked_finds_the_rules_a_scan_in_order_finds(kb, fields):
     assert folded > 10
 
 
-def test_a_constants_table_is_built_once_per_kb_and_codes_per_query(kb):
+def test_a_constants_table_is_built_once_per_kb_and_a_codes_table_per_query(kb):
     first, second = (resolve(kb, Query(**f)).problem for f in QUERIES[:2])
     a, b = Tables(first, sorted(first.choices)), Tables(second, sorted(second.choices))
     _roots(first, a)
@@ -107,7 +111,7 @@ def test_a_constants_table_is_built_once_per_kb_and_codes_per_query(kb):
         for exact in (False, True):
             assert a.cell(node, exact) is b.cell(node, exact)
             assert a.cell(node, exact).values == [(Fraction if exact else float)(node.value)]
-    for node in words:  # an enum's codes are numbered by each query's tables
+    for node in words:  # an enum's code: a table per query (numbered once per KB)
         assert a.cell(node) is not b.cell(node)
         assert a.cell(node).values == [a.codes[node.value]]
 
@@ -137,3 +141,56 @@ def test_spread_is_each_values_least_over_the_allowed_cells(kb, fields):
             if least.size:
                 expected[axis] = float(least.max()) - float(array.min())
         assert table.spread(allowed) == expected
+
+
+def test_shared_tables_are_the_tables_built_afresh(kb):
+    """A table kept across queries (Tables._shared_build) is the table that query
+    builds with nothing kept: queries of one framework on other GPUs and models
+    (some of their formulas read the same inputs, some do not) built one after
+    another, then each again with the others' tables kept."""
+    grid = QUERIES + [{"gpus": "1xA100", "model": "qwen3-8b"},
+                      {"gpus": "8xA100", "model": "llama3-70b"},
+                      {"gpus": "8xA100", "model": "qwen3-8b", "task": "dpo"},
+                      {"gpus": "8xH100", "model": "llama3-70b", "framework": "pytorch"}]
+    problems = [resolve(kb, Query(**fields)).problem for fields in grid]
+    kept(kb, "tables").clear()
+    first = [_roots(p, Tables(p, sorted(p.choices))) for p in problems]
+    again = [_roots(p, Tables(p, sorted(p.choices))) for p in problems]
+    shared = 0
+    for problem, a, b in zip(problems, first, again):
+        kept(kb, "tables").clear()
+        fresh = _roots(problem, Tables(problem, sorted(problem.choices)))
+        assert len(a) == len(b) == len(fresh)
+        for x, y, z in zip(a, b, fresh):
+            _same(x, z)
+            _same(y, z)
+            # a new Table (its layouts are its search's: constants' aside) over the kept array
+            assert y is not x or isinstance(x, Table) and not x.deps
+            shared += isinstance(y, Table) and y is not x and y.array is x.array
+    assert shared > 100
+
+
+def test_remembering_is_the_evaluator_at_each_assignment(kb):
+    """Evaluator.remembering (metrics.measure's reads) gives what a fresh run gives,
+    formula by formula, at many assignments of one problem sharing one store."""
+    problem = resolve(kb, Query(gpus="8xA100", model="qwen3-8b")).problem
+    nodes = [r.constraint for r in problem.rules] + \
+        [t.expr for t in (*problem.program.memory, *problem.program.speed,
+                          *problem.program.work, *problem.program.preferences)]
+    keys = sorted(problem.choices)[:4]
+    fresh = Evaluator(kb, problem.framework, problem.facts)
+    checked = 0
+    for values in itertools.islice(itertools.product(*[problem.choices[k] for k in keys]), 40):
+        assignment = {**problem.fixed, **{k: problem.choices[k][0] for k in problem.choices},
+                      **dict(zip(keys, values))}
+        run = problem.evaluator.remembering(assignment)
+        for node in nodes:
+            try:
+                expected = fresh.run(node, assignment)
+            except Exception as error:  # the same failure either way
+                with pytest.raises(type(error)):
+                    run(node)
+                continue
+            assert run(node) == expected
+            checked += 1
+    assert checked > 1000
