@@ -162,3 +162,34 @@ def _runner_ups_measuring_all(alt, best, met, deciding, top):
         return alt.runner_ups(best, met, deciding, top)
     finally:
         alt._surely_no_trade = real
+
+
+def test_an_explanation_leaves_the_collector_as_it_found_it(solved):
+    """The cyclic collector is paused while an explanation runs and set back after it:
+    on when it was on, off when it was off, and on again after an explanation the
+    --timeout guard stops (Unexplained)."""
+    import gc
+    problem, search, plan, metrics = solved[0]
+    assert gc.isenabled()
+    seen = []
+    real = ex._decided
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    ex._decided = watched
+    try:
+        ex.explain(problem, None, plan, metrics, search, [])
+        assert seen and not any(seen) and gc.isenabled()
+        gc.disable()
+        try:
+            ex.explain(problem, None, plan, metrics, search, [])
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        with pytest.raises(ex.Unexplained):
+            ex.explain(problem, None, plan, metrics, search, [], deadline=0.0)
+        assert gc.isenabled()
+    finally:
+        ex._decided = real
