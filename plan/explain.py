@@ -301,7 +301,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     if tie is not None:
         return tie
     if coupled and not same:
-        alt, n = coupled[0][0], coupled[0][1].exact
+        alt, n = coupled[0]
         needs = ", ".join(map(problem.program.name, n.broken)) or "an option's 'when'"
         kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
         return Choice(**base, kind=kind, reasons=decisive + [Reason(
@@ -503,6 +503,17 @@ class _Neighbour:
         if self._exact is None:
             self._exact = measure(self.problem, self.assignment)
         return self._exact
+
+    @property
+    def broken(self) -> list[str]:
+        """The rules it breaks, as program/metrics.measure lists them (the reference
+        evaluator, the problem's rule order), without measuring its memory and time
+        where it was not measured: all a coupled value's reason prints of it."""
+        if self._exact is not None:
+            return self._exact.broken
+        ev, memo = self.problem.evaluator, {}
+        return [r.framework + "." + r.id for r in self.problem.rules
+                if not ev.remembered(r.constraint, self.assignment, memo)]
 
     @property
     def feasible(self) -> bool:
