@@ -12,6 +12,7 @@ search's node budget runs out or the plan came from Z3.
 
 from __future__ import annotations
 
+import gc
 import math
 from fractions import Fraction
 from typing import Any
@@ -43,7 +44,25 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
             metrics: Metrics, search=None, met: list | None = None,
             deadline: float = math.inf) -> list[Choice]:
     """One Choice per option; `met` collects (changes, metrics) of every
-    feasible plan measured on the way (the alternatives' candidates)."""
+    feasible plan measured on the way (the alternatives' candidates).
+
+    Python's cyclic collector is paused while it runs, as solver/search.run
+    pauses it: an explanation runs a search or two per deciding option, and
+    each search leaves its tables' ranges and memo entries young, so the
+    collections its allocations set off between the searches traversed them
+    again and again (gen-1 passes of ~10 ms) and found no cycles to free.
+    What the explanation leaves alive is collected after it, once."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _explain(problem, model, assignment, metrics, search, met, deadline)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
+             metrics: Metrics, search, met: list | None, deadline: float) -> list[Choice]:
     met = [] if met is None else met
     views = _Views(problem, search)
     finder = _oracle(problem, model, search, assignment, met, views)
@@ -282,7 +301,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
     if tie is not None:
         return tie
     if coupled and not same:
-        alt, n = coupled[0][0], coupled[0][1].exact
+        alt, n = coupled[0]
         needs = ", ".join(map(problem.program.name, n.broken)) or "an option's 'when'"
         kind, decisive = _decisive(problem, search, option, needs_more, assignment, metrics, met)
         return Choice(**base, kind=kind, reasons=decisive + [Reason(
@@ -484,6 +503,17 @@ class _Neighbour:
         if self._exact is None:
             self._exact = measure(self.problem, self.assignment)
         return self._exact
+
+    @property
+    def broken(self) -> list[str]:
+        """The rules it breaks, as program/metrics.measure lists them (the reference
+        evaluator, the problem's rule order), without measuring its memory and time
+        where it was not measured: all a coupled value's reason prints of it."""
+        if self._exact is not None:
+            return self._exact.broken
+        ev, memo = self.problem.evaluator, {}
+        return [r.framework + "." + r.id for r in self.problem.rules
+                if not ev.remembered(r.constraint, self.assignment, memo)]
 
     @property
     def feasible(self) -> bool:

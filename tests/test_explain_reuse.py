@@ -162,3 +162,54 @@ def _runner_ups_measuring_all(alt, best, met, deciding, top):
         return alt.runner_ups(best, met, deciding, top)
     finally:
         alt._surely_no_trade = real
+
+
+def test_a_neighbours_broken_rules_without_measuring_are_the_measured_ones(solved, monkeypatch):
+    """_Neighbour.broken (what a coupled value's reason names) read by the rules alone
+    is measure()'s `broken` on every neighbour of three plans, some of which break a
+    rule; it measures nothing (no memory or time terms evaluated)."""
+    from kbsolve.program.metrics import measure
+    broke = 0
+    for problem, search, plan, metrics in solved:
+        views = ex._Views(problem, search)
+        plan_view = views(plan)
+        cases = [ex._settled(problem, n, views.conditional) for n in _neighbours(problem, plan)]
+        expected = [measure(problem, a).broken for a in cases]
+        with monkeypatch.context() as m:
+            m.setattr(ex, "measure", lambda *a: pytest.fail("measured"))
+            got = [ex._Neighbour(problem, a, search, metrics, sort_key(metrics), plan_view,
+                                 views).broken for a in cases]
+        assert got == expected
+        broke += sum(1 for b in got if b)
+    assert broke > 0
+
+
+def test_an_explanation_leaves_the_collector_as_it_found_it(solved):
+    """The cyclic collector is paused while an explanation runs and set back after it:
+    on when it was on, off when it was off, and on again after an explanation the
+    --timeout guard stops (Unexplained)."""
+    import gc
+    problem, search, plan, metrics = solved[0]
+    assert gc.isenabled()
+    seen = []
+    real = ex._decided
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    ex._decided = watched
+    try:
+        ex.explain(problem, None, plan, metrics, search, [])
+        assert seen and not any(seen) and gc.isenabled()
+        gc.disable()
+        try:
+            ex.explain(problem, None, plan, metrics, search, [])
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        with pytest.raises(ex.Unexplained):
+            ex.explain(problem, None, plan, metrics, search, [], deadline=0.0)
+        assert gc.isenabled()
+    finally:
+        ex._decided = real
