@@ -58,6 +58,7 @@ def small_random_problem(kb, seed, free_count=4, gpus=GPUS, perturbed=2):
 
 
 def _optimum_equals_enumerator(kb, seed, free_count, objective, perturbed=1):
+    """Returns the enumerator's status."""
     problem = small_random_problem(kb, seed, free_count, perturbed=perturbed)
     problem.objective = objective
     ours = solve(problem)
@@ -65,10 +66,11 @@ def _optimum_equals_enumerator(kb, seed, free_count, objective, perturbed=1):
     assert (ours.status == "infeasible") == (by_brute.status == "infeasible")
     if by_brute.status == "infeasible":
         assert ours.core, "an infeasible query must come with a core"
-        return
+        return by_brute.status
     assert ours.metrics.feasible
     assert ours.search is not None  # these small spaces never exhaust the node budget
     assert sort_key(ours.metrics) == sort_key(by_brute.metrics)
+    return by_brute.status
 
 
 _PROBLEMS = dict(seed=st.integers(0, 10**9), free_count=st.integers(2, 6),
@@ -78,11 +80,33 @@ _SETTINGS = dict(deadline=None, derandomize=True,
                                         HealthCheck.too_slow])
 
 
-@settings(max_examples=12, **_SETTINGS)
-@given(**_PROBLEMS)
-def test_optimum_equals_enumerator(kb, seed, free_count, objective):
+# The default run's sample of the random problems (the slow test below draws 200): an
+# optimum and a refusal under each objective, the refusals' cores included. Each case
+# says what it is, so that a change of the generator that turns an optimum into a refusal
+# (or back) fails here instead of quietly comparing fewer optima. The twelve derandomized
+# draws this replaces were eight refusals (~1.8 s each, Z3's minimal core) and four optima
+# (~0.2 s), only one of them under the speed objective: ~15 s; these seven ~4 s. The
+# twelve are still drawn under `-m slow` (`..._on_the_twelve_draws`).
+SAMPLE = [  # seed, free options, objective, the enumerator's status
+    (21566, 2, "speed", "optimal"), (4, 6, "speed", "optimal"),
+    (21566, 4, "memory", "optimal"), (47334, 6, "memory", "optimal"),
+    (725778, 6, "speed", "infeasible"),
+    (1948, 6, "memory", "infeasible"), (1605, 6, "memory", "infeasible"),
+]
+
+
+@pytest.mark.parametrize("seed, free_count, objective, status", SAMPLE)
+def test_optimum_equals_enumerator(kb, seed, free_count, objective, status):
     """The branch and bound's optimum is the enumerator's under either objective,
     the defaults tie-break included (it is exact there)."""
+    assert _optimum_equals_enumerator(kb, seed, free_count, objective) == status
+
+
+@pytest.mark.slow
+@settings(max_examples=12, **_SETTINGS)
+@given(**_PROBLEMS)
+def test_optimum_equals_enumerator_on_the_twelve_draws(kb, seed, free_count, objective):
+    """The default run's property before it became a fixed sample (SAMPLE above)."""
     _optimum_equals_enumerator(kb, seed, free_count, objective)
 
 
