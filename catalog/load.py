@@ -52,6 +52,11 @@ class Override:
     replaced_span: Span | None
 
 
+# Catalog's tables a pickled catalog unpickles when first read (Catalog.__getattr__: fields
+# without a class-level default only, which a normal lookup would find first)
+LAZY = ("networks",)
+
+
 @dataclass(frozen=True)
 class Catalog:
     """Entries by canonical name; lookups accept aliases, case-insensitively."""
@@ -71,8 +76,33 @@ class Catalog:
                     index[kind.kind][key.lower()] = name
         object.__setattr__(self, "_index", index)
 
+    # A pickled catalog (the KB cache) keeps LAZY pickled until first read: a single-node
+    # plan reads no network, and unpickling the networks built their pydantic class (~1 ms
+    # of a cold plan; issue 25)
+    def __getstate__(self) -> dict:
+        import pickle
+        state = dict(self.__dict__)
+        pickled = dict(state.pop("_pickled", {}))
+        for name in LAZY:
+            if name in state:
+                pickled[name] = pickle.dumps(state.pop(name), protocol=pickle.HIGHEST_PROTOCOL)
+        state["_pickled"] = pickled
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __getattr__(self, name: str):
+        """A LAZY table still pickled, unpickled on first read."""
+        pickled = self.__dict__.get("_pickled")
+        if not pickled or name not in pickled:
+            raise AttributeError(f"'Catalog' object has no attribute '{name}'")
+        import pickle
+        value = self.__dict__[name] = pickle.loads(pickled[name])
+        return value
+
     def table(self, kind: str) -> dict[str, Any]:
-        return {"gpu": self.gpus, "model": self.models, "network": self.networks}[kind]
+        return getattr(self, {"gpu": "gpus", "model": "models", "network": "networks"}[kind])
 
     def names(self, kind: str) -> list[str]:
         """Canonical names and aliases of one kind, for suggestions."""
