@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 # Default factories as Python functions: building a class, pydantic asks each factory's
 # signature (does it take the validated data?), and a builtin's (list, dict) is parsed from
@@ -175,6 +175,10 @@ class Plan(BaseModel):
 
 
 class Estimate(BaseModel):
+    # built when first used (`kbsolve estimate`): a plan never validates one, and building
+    # its validator and serializer with the module cost ~0.5 ms of every cold plan (issue 25)
+    model_config = ConfigDict(defer_build=True)
+
     framework: str
     query: dict[str, Any]
     gpu: str
