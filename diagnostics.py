@@ -8,7 +8,6 @@ Every user-facing error in kbsolve is a `Diagnostic`; a failing step raises
 from __future__ import annotations
 
 import contextlib
-import difflib
 import re
 import sys
 from dataclasses import dataclass, field
@@ -172,6 +171,7 @@ def _relation(mine: tuple, theirs: tuple) -> int:
 
 
 def _ratio(a: str, b: str) -> float:
+    import difflib  # here: only a suggestion reads it, and a plan makes none (issue 25)
     return max(difflib.SequenceMatcher(None, a, b).ratio(),
                difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio())
 
