@@ -155,12 +155,19 @@ class Compiler:
             values = [Fraction(evaluator.run(node, {**self.p.fixed, **dict(zip(deps, combo))},
                                              {}))
                       for combo in itertools.product(*[self.p.choices[k] for k in deps])]
-        self._bounds[id(node)] = (min(values), max(values))
         # blocks compared and remembered as tuples of small ints, one per distinct
-        # value (a Fraction's hash is computed afresh on every use)
+        # value (a Fraction's hash is computed afresh on every use: the values are
+        # told apart by their lowest terms instead, which name one number each)
         distinct: dict = {}
-        codes = [distinct.setdefault(v, len(distinct)) for v in values]
-        firsts, leaves = list(distinct), [None] * len(distinct)
+        firsts: list = []
+        codes = []
+        for v in values:
+            code = distinct.setdefault((v.numerator, v.denominator), len(distinct))
+            if code == len(firsts):
+                firsts.append(v)
+            codes.append(code)
+        self._bounds[id(node)] = (min(firsts), max(firsts))  # the distinct values' range
+        leaves = [None] * len(distinct)
 
         def leaf_of(code: int):  # one term per distinct value, made where first reached
             if leaves[code] is None:
