@@ -20,7 +20,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from kbsolve.program.consent import consent_detail
-from kbsolve.program.metrics import Metrics, measure, sort_key
+from kbsolve.program.metrics import Metrics, broken_rules, measure, sort_key
 from kbsolve.program.problem import Problem, satisfiable
 from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.bounds import ValueBounds
@@ -511,9 +511,7 @@ class _Neighbour:
         where it was not measured: all a coupled value's reason prints of it."""
         if self._exact is not None:
             return self._exact.broken
-        ev, memo = self.problem.evaluator, {}
-        return [r.framework + "." + r.id for r in self.problem.rules
-                if not ev.remembered(r.constraint, self.assignment, memo)]
+        return broken_rules(self.problem, self.problem.evaluator.remembering(self.assignment))
 
     @property
     def feasible(self) -> bool:

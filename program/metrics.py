@@ -54,11 +54,16 @@ def full_assignment(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:
     return {**problem.fixed, **chosen}
 
 
+def broken_rules(problem: Problem, run) -> list[str]:
+    """The keys of the rules that fail, in the problem's order; `run` evaluates a
+    node at the assignment (Evaluator.remembering)."""
+    return [r.framework + "." + r.id for r in problem.rules if not run(r.constraint)]
+
+
 def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     run = problem.evaluator.remembering(assignment)
 
-    broken = [r.framework + "." + r.id for r in problem.rules
-              if not run(r.constraint)]
+    broken = broken_rules(problem, run)
     irrelevant = [o.key for o in problem.options
                   if o.when is not None and o.key in problem.choices
                   and assignment[o.key] != o.default and not run(o.when)]
