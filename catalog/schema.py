@@ -41,52 +41,7 @@ def catalog_models(vocabulary: Vocabulary | None = None) -> dict[str, type]:
 
 def query_facts(values: dict[str, Any], vocabulary: Vocabulary | None = None) -> dict[str, Any]:
     """The query facts: `values` validated, every other query field at its default."""
-    vocab = vocabulary if vocabulary is not None else shipped()
-    signature = vocab.signature("query")
-    plain = _plain_query_facts(values, signature)
-    if plain is not None:
-        return plain
-    from kbsolve.catalog._models import class_for
-    return class_for(("query", signature))(**values).model_dump()
-
-
-# kind -> the one Python type a value of it must have for the plain path (bool is no int)
-_PLAIN_KINDS = {"int": int, "bool": bool, "str": str}
-_BOUNDS = {"ge": lambda v, b: v >= b, "gt": lambda v, b: v > b,
-           "le": lambda v, b: v <= b, "lt": lambda v, b: v < b}
-
-
-def _plain_query_facts(values: dict[str, Any], signature: tuple) -> dict[str, Any] | None:
-    """What the query class's model_dump() gives for `values` (catalog/_models.py
-    _build), found without building the class, when every field is a plain int, bool or
-    str with a default of its type and no condition, and every value is of its field's
-    type within its bounds; None otherwise (the class decides, and words any error).
-    Building the pydantic class and its validator cost ~2 ms of a cold plan (issue 25)."""
-    from fractions import Fraction
-
-    from kbsolve.catalog._models import _CONSISTENCY
-    names = {entry[0] for entry in signature}
-    if "query" in _CONSISTENCY or {"head_dim", "hidden", "heads"} <= names:
-        return None  # validators that check or derive fields
-    out: dict[str, Any] = {}
-    for name, kind, _values, _unit, has_default, default, optional, bounds, when in signature:
-        python = _PLAIN_KINDS.get(kind)
-        if python is None or when is not None or not has_default or optional \
-                or type(default) is not python:
-            return None
-        value = values.get(name, default)
-        if type(value) is not python:
-            return None
-        for op, text in bounds:
-            check = _BOUNDS.get(op)
-            if check is None or python is not int or not check(value, Fraction(text)):
-                return None
-        if kind == "str" and not value:
-            return None
-        out[name] = value
-    if len(out) != len(signature) or not set(values) <= set(out):
-        return None  # a field named twice, or an unknown key (extra="forbid")
-    return out
+    return model_class("query", vocabulary)(**values).model_dump()
 
 
 def fact_field_type(prefix: str, field: str,
