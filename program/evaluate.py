@@ -56,8 +56,9 @@ class Evaluator:
         if reads is None or reads[0] is not node:
             reads = (node, sorted(options_read(self.kb, node)))
             table[id(node)] = reads
-        slot = (id(node), *[(v._numerator, v._denominator) if type(v) is Fraction else v
-                            for v in map(assignment.get, reads[1])])  # see Memo keys
+        values = tuple([(v._numerator, v._denominator) if type(v) is Fraction else v
+                        for v in map(assignment.get, reads[1])])
+        slot = (id(node), values[0] if len(values) == 1 else values)  # see Memo keys
         if slot not in self.store:
             self.store[slot] = self.run(node, assignment, memo)
         return self.store[slot]
@@ -78,7 +79,7 @@ class Evaluator:
             if found is None or found[0] is not node:
                 found = getters[id(node)] = (node, _getter(sorted(options_read(self.kb,
                                                                                 node))))
-            slot = (id(node), found[1](values))  # a key of its own shape (see Memo keys)
+            slot = (id(node), found[1](values))  # remembered()'s key (see Memo keys)
             value = store.get(slot, _MISS)
             if value is _MISS:
                 value = store[slot] = evaluate(node, assignment, memo)
@@ -178,9 +179,9 @@ def _let(kb: KnowledgeBase, key: str):
 # the Fraction (Python 3.11 computes a Fraction's hash anew each time). Option
 # values are never tuples, so the keys of different values never meet; equal
 # values of two types (1 and Fraction(1)) may miss, and are computed again.
-# remembering()'s keys are (node id, the getter's value): a bare value where
-# the node reads one option, a tuple where it reads more; one node's keys all
-# have one shape, and a let's keys begin with its name, never an int.
+# remembered() and remembering() key a node's value alike, (node id, the values
+# of the options it reads: a bare value where it reads one, else a tuple), so
+# either finds what the other stored; a let's keys begin with its name, never an int.
 
 
 def _let_options(kb: KnowledgeBase, key: str) -> frozenset[str]:
