@@ -16,6 +16,7 @@ import pickle
 from collections import OrderedDict
 from pathlib import Path
 
+from kbsolve.collector import paused
 from kbsolve.codecache import CACHE_ENV, cache_dir  # noqa: F401 - the caches' one directory
 
 _MAGIC = b"kbsolve-kb-cache-v1\n"
@@ -73,13 +74,8 @@ def _unpickle(payload: bytes):
     new objects and no garbage, and each pass would walk them all again (issue 25: most
     of a cached load's time). The KB is read-only from here on: moved out of the
     collector's generations (gc.freeze), later passes skip it too."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         value = pickle.loads(payload)
-    finally:
-        if enabled:
-            gc.enable()
     gc.freeze()
     return value
 

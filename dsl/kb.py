@@ -7,13 +7,13 @@ where the scope is a framework or `core`.
 from __future__ import annotations
 
 import functools
-import gc
 import pickle
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from kbsolve.collector import paused
 from kbsolve.diagnostics import Span
 from kbsolve.dsl.ir import Node
 from kbsolve.dsl.types import Type
@@ -377,13 +377,8 @@ _FORMULAS = ("expr", "when", "source_expr", "value")  # the entries' fields that
 
 def _loads(data: bytes):
     """Unpickled without garbage collection passes (dsl/cache.py: new objects, no garbage)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         return pickle.loads(data)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Pickled:

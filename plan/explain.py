@@ -12,13 +12,13 @@ search's node budget runs out or the plan came from Z3.
 
 from __future__ import annotations
 
-import gc
 import math
 from fractions import Fraction
 from typing import Any
 
 from typing import TYPE_CHECKING
 
+from kbsolve.collector import paused
 from kbsolve.program.consent import consent_detail
 from kbsolve.program.metrics import Metrics, broken_rules, measure, sort_key
 from kbsolve.program.problem import Problem, satisfiable
@@ -52,13 +52,8 @@ def explain(problem: Problem, model: Model | None, assignment: dict[str, Any],
     collections its allocations set off between the searches traversed them
     again and again (gen-1 passes of ~10 ms) and found no cycles to free.
     What the explanation leaves alive is collected after it, once."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         return _explain(problem, model, assignment, metrics, search, met, deadline)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _explain(problem: Problem, model: Model | None, assignment: dict[str, Any],

@@ -12,13 +12,13 @@ seconds: the same query explores the same tree on any machine.
 from __future__ import annotations
 
 import bisect
-import gc
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from kbsolve.collector import paused
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.tables import (_MISS, Expr, Table, Tables, allowed_mask, masked,
                                     read_bounds, reader_of, rule_tables)
@@ -350,13 +350,8 @@ class Search:
         allocations set off (each full one traverses every object of the
         process, the KB's included: ~0.1 s, one to three a plain-PyTorch plan)
         found nothing to free. Memory is still freed by reference counting."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with paused():
             return self._run(start, fixed, budget, first, deadline)
-        finally:
-            if paused:
-                gc.enable()
 
     def _run(self, start, fixed, budget: int, first: bool, deadline: float) -> Found:
         if not self.prepare():

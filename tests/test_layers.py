@@ -71,22 +71,23 @@ ARCHITECTURE: dict[str, set[str]] = {
     "diagnostic_codes": set(),  # the registry of codes: data (docs/dsl.md's table)
     "roles": set(),  # the registry of roles Python reads through the KB (docs/dsl.md 5.20)
     "codecache": set(),  # compiled generated code kept across the command's processes
+    "collector": set(),  # the garbage collector paused around work that makes no cycles
     # the results as data (plan, estimate, audit report, fix, deep check): pydantic models
     # and dataclasses that every layer above fills or reads; a leaf over the diagnostics
     "results": {"diagnostics"},
     # text -> AST -> checked rules and the vocabulary: the language, which knows nothing of
     # the catalogs, the program, the search or anything above
-    "dsl": {"diagnostics", "diagnostic_codes", "roles", "codecache"},
+    "dsl": {"diagnostics", "diagnostic_codes", "roles", "codecache", "collector"},
     # the checked KB: the rules with the catalogs validated against the language's
     # vocabulary (the catalog sits above the language)
     "catalog": {"dsl", "diagnostics", "version"},
     # the linked program: facts, evaluation, tables, a query's problem
     "program": {"catalog", "dsl", "diagnostics", "roles", "codecache"},
     # the search: branch and bound, Z3 proofs, cores, fixes
-    "solver": {"results", "program", "dsl", "diagnostics"},
+    "solver": {"results", "program", "dsl", "diagnostics", "collector"},
     # the plan built from a search's outcome: orchestration, sections, explanations,
     # alternatives, emission
-    "plan": {"solver", "results", "program", "dsl", "diagnostics", "roles"},
+    "plan": {"solver", "results", "program", "dsl", "diagnostics", "roles", "collector"},
     # the audit and the linter use the program and the plan (best plans, fixes, KB tests;
     # the linter's deep check and KB test runner also the search); neither imports the other
     "audit": {"plan", "results", "program", "catalog", "dsl", "diagnostics", "roles"},
@@ -107,7 +108,7 @@ ARCHITECTURE: dict[str, set[str]] = {
 }
 PARTS = sorted(ARCHITECTURE)
 # import nothing of ours
-LEAVES = ("version", "diagnostics", "diagnostic_codes", "roles", "codecache")
+LEAVES = ("version", "diagnostics", "diagnostic_codes", "roles", "codecache", "collector")
 
 
 def part_of(module: str) -> str:
