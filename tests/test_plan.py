@@ -174,12 +174,8 @@ def _default_sample(kb) -> set[str]:
     check is still tested and each kind of expectation still checked by the default run;
     the other tests, further cases of the same rules and kinds (distinct queries, ~0.1 s
     each), run under `-m slow`, and all of them in CI (.ci/run) and in `kbsolve kb test`."""
-    wants = {}
-    for name, test in kb.tests.items():
-        keys = {("kind", test.framework, e.kind) for e in test.expectations}
-        keys |= {f"{test.framework}.{n}" for e in test.expectations if e.kind != "memory"
-                 for n in e.names}
-        wants[name] = keys
+    wants = {name: _named(test) | {("kind", test.framework, e.kind) for e in test.expectations}
+             for name, test in kb.tests.items()}
     chosen, covered = set(), set()
     while True:
         best = max(sorted(wants), key=lambda n: len(wants[n] - covered))
@@ -187,6 +183,12 @@ def _default_sample(kb) -> set[str]:
             return chosen
         chosen.add(best)
         covered |= wants[best]
+
+
+def _named(test) -> set[str]:
+    """The rules, warnings and checks a KB test names (framework.name)."""
+    return {f"{test.framework}.{n}" for e in test.expectations if e.kind != "memory"
+            for n in e.names}
 
 
 def _shipped_kb_test_params() -> list:
@@ -207,10 +209,8 @@ def test_shipped_kb_test_passes(kb, name):
 def test_shipped_kb_tests_cover_every_rule(kb):
     assert kb.tests and sorted(kb.tests) == _shipped_kb_test_names()  # each one is above
     # the default run's sample names every rule, warning and check that the tests name
-    named = {f"{t.framework}.{n}" for name in _default_sample(kb) for t in [kb.tests[name]]
-             for e in t.expectations if e.kind != "memory" for n in e.names}
-    assert named == {f"{t.framework}.{n}" for t in kb.tests.values() for e in t.expectations
-                     if e.kind != "memory" for n in e.names}
+    named = set().union(*(_named(kb.tests[name]) for name in _default_sample(kb)))
+    assert named == set().union(*(_named(t) for t in kb.tests.values()))
     missing = coverage(kb)
     assert missing["rules"] == []  # every hard rule has a DSL test (issue 8)
 
