@@ -9,8 +9,9 @@ imports nothing of the catalog (tests/test_layers.py).
 
 from __future__ import annotations
 
-import functools
 import hashlib
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,24 +19,42 @@ from kbsolve.diagnostics import DiagnosticSink, KbError
 from kbsolve.dsl.cache import KbCache
 from kbsolve.dsl.grammar import grammar_text
 from kbsolve.dsl.kb import KnowledgeBase
-from kbsolve.dsl.load import _display, kb_roots, parse_rules, rule_files
+from kbsolve.dsl.load import (_display, file_seen, kb_roots, parse_rules, rule_files,
+                              sources_seen)
 from kbsolve.version import __version__
 
 
 def load_kb(paths: list[str | Path] | None = None, *, use_cache: bool = True) -> KnowledgeBase:
     """Load and check the shipped KB plus packs; raise KbError on any error."""
     roots = kb_roots(paths)
+    cache = KbCache() if use_cache else None
+    if cache is not None:  # the sources as stat() sees them, before they are read
+        read_at_ns = time.time_ns()
+        key = (__version__, os.getcwd(), tuple(map(str, roots)))
+        seen = _sources_seen(roots)
+        stamped = cache.stamped(key, seen)
+        cached = cache.get(stamped) if stamped else None
+        if isinstance(cached, KnowledgeBase):
+            return cached
     files, sink = rule_files(roots)
     digest = _digest(files + _catalog_files(roots))
-    cache = KbCache() if use_cache else None
     if cache is not None and not sink.errors:
         cached = cache.get(digest)
         if isinstance(cached, KnowledgeBase):
+            cache.stamp(key, seen, digest, read_at_ns)
             return cached
     knowledge = _build(files, roots, sink)
     if cache is not None:
         cache.put(digest, knowledge)
+        cache.stamp(key, seen, digest, read_at_ns)
     return knowledge
+
+
+def _sources_seen(roots: list[Path]) -> tuple | None:
+    """Every source of the KB cache key as stat() sees it (dsl/load.py sources_seen): the
+    roots' files, then the front end's code (as _code_digest read it, once it has)."""
+    files, code = sources_seen(roots), _code_seen()
+    return None if files is None or code is None else files + code
 
 
 def check_paths(paths: list[str | Path] | None = None) -> tuple[KnowledgeBase | None, KbError | None]:
@@ -104,17 +123,39 @@ def _digest(files: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
     """The front end's own code, so that an edited checker never reads a stale cache;
     read once per process (the code running is the code first read)."""
-    h = hashlib.sha256()
+    return _code()[0]
+
+
+_CODE: list = []  # _code()'s one value, once computed
+
+
+def _code_files() -> list[Path]:
     package = Path(__file__).resolve().parent.parent
-    for folder in ("dsl", "catalog"):
-        for path in sorted((package / folder).glob("*.py")):
+    paths = [path for folder in ("dsl", "catalog") for path in sorted((package / folder).glob("*.py"))]
+    # which codes a `silence` may name; which roles a `role` may name
+    return paths + [package / "diagnostic_codes.py", package / "roles.py"]
+
+
+def _code_seen() -> tuple | None:
+    """The code files and the grammar as stat() sees them: as _code read them once it has,
+    else now (without reading them)."""
+    if _CODE:
+        return _CODE[0][1]
+    paths = [*_code_files(), Path(__file__).resolve().parent.parent / "grammar.lark"]
+    seen = tuple(file_seen(str(path)) for path in paths)
+    return None if None in seen else seen
+
+
+def _code() -> tuple[str, tuple | None]:
+    """_code_digest's digest, and the code files and the grammar as stat() saw them before
+    they were read (None if one could not be)."""
+    if not _CODE:
+        seen = _code_seen()
+        h = hashlib.sha256()
+        for path in _code_files():
             h.update(path.name.encode() + b"\0" + path.read_bytes())
-    registry = package / "diagnostic_codes.py"  # which codes a `silence` may name
-    h.update(registry.name.encode() + b"\0" + registry.read_bytes())
-    roles = package / "roles.py"  # which roles a `role` may name
-    h.update(roles.name.encode() + b"\0" + roles.read_bytes())
-    return h.hexdigest()
+        _CODE.append((h.hexdigest(), seen))
+    return _CODE[0]

@@ -105,6 +105,36 @@ def rule_files(roots: list[Path]) -> tuple[list[tuple[str, str]], DiagnosticSink
     return files, sink
 
 
+def sources_seen(roots: list[Path]) -> tuple | None:
+    """What the file system says of the roots' sources without reading them: (path, device,
+    inode, size, mtime_ns, ctime_ns) of every `*.kb` and `*.yaml` file in the folders under
+    each root (symbolic links to folders not followed, as rule_files' rglob does not), in
+    walk order; None when a root or a file cannot be read (the KB cache key then comes from
+    the files' texts alone, dsl/cache.py KbCache.stamped)."""
+    seen: list[tuple] = []
+    for root in roots:
+        if not root.is_dir():
+            return None
+        failed: list[OSError] = []
+        for folder, dirs, names in os.walk(root, onerror=failed.append):
+            dirs.sort()
+            for name in sorted(names):
+                if name.endswith((".kb", ".yaml")):
+                    seen.append(file_seen(os.path.join(folder, name)))
+        if failed or None in seen:
+            return None
+    return tuple(seen)
+
+
+def file_seen(path: str) -> tuple | None:
+    """(path, device, inode, size, mtime_ns, ctime_ns) of a file, None if it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _display(path: Path) -> str:
     """A rule file's name in spans: the shipped KB's as `kb/...` wherever it is installed
     (never a site-packages path), a pack's relative to the working folder if inside it."""
