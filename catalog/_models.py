@@ -74,6 +74,18 @@ class _QueryBase(BaseModel):
         return _rebuild, (_KEYS[type(self)], self.__getstate__())
 
 
+def parts(entry) -> tuple[tuple, dict] | None:
+    """(class key, state) of an entry of a built class, as its pickle holds them; None for
+    any other object."""
+    key = _KEYS.get(type(entry))
+    return None if key is None else (key, entry.__getstate__())
+
+
+def rebuilt(key: tuple, state: dict):
+    """The entry parts() took apart."""
+    return _rebuild(key, state)
+
+
 def _rebuild(key: tuple, state: dict):
     cls = class_for(key)
     obj = cls.__new__(cls)
