@@ -196,11 +196,20 @@ class CoreFinder:
         for name, part in model.parts.items():
             self.solver.add(z3.Implies(self.marks[name], part))
         self.witnesses: list[tuple] = []  # (Z3 model, {part: holds in it}) of sat checks
+        self.clashes: list[frozenset] = []  # sets of parts known to clash (unsat)
 
     def check(self, without=()):
         """Whether every part but `without` can hold at once: z3.sat, z3.unsat, or
-        z3.unknown where the check ran out of its rlimit."""
-        return self._holds([n for n in self.marks if n not in without])
+        z3.unknown where the check ran out of its rlimit. z3.unsat without asking Z3
+        where the parts hold a set known to clash (more parts cannot make it hold)."""
+        names = [n for n in self.marks if n not in without]
+        if any(known.issubset(names) for known in self.clashes):
+            return z3.unsat
+        result = self._holds(names)
+        if result == z3.unsat:
+            self.clashes.append(frozenset(str(m) for m in self.solver.unsat_core()
+                                          if str(m) in self.marks))
+        return result
 
     def _holds(self, names: list[str], extra: list | None = None):
         """The check of `names` (and `extra`): z3.sat without asking Z3 where the model
@@ -263,6 +272,8 @@ class CoreFinder:
                 clashing.append({str(m) for m in self.solver.unsat_core()
                                  if str(m) in self.marks})
                 core.remove(name)
+        if not extra:
+            self.clashes.append(frozenset(core))
         return core
 
 

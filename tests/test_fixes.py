@@ -155,3 +155,26 @@ def test_a_witness_answers_no_check_with_an_extra_assumption(kb):
     assert finder.check(without=consent) == z3.sat and checks[0] == 0
     finder._holds(names, [z3.Not(model.c.equals(key, chosen[key]))])
     assert checks[0] == 1
+
+
+def test_a_check_holding_a_known_clash_is_unsat_as_z3_says(kb):
+    """After the refusal's minimal core, a pin fix's check keeps every part of the core
+    (the core holds no pin): unsat without asking Z3, and a fresh solver agrees."""
+    from kbsolve.solver import prove
+    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    model = Model(problem)
+    finder = prove.core_finder(model)
+    core = prove.minimal_core(model)
+    pins = sorted(pins_of(model))
+    assert pins and not set(pins) & set(core)
+    checks, check = [0], finder.solver.check
+
+    def counted(*args):
+        checks[0] += 1
+        return check(*args)
+    finder.solver.check = counted
+    assert fixes.drop_pins(model) == [] and checks[0] == 0
+    fresh = prove.CoreFinder(Model(problem))
+    for pin in pins:
+        assert fresh.check(without=(pin,)) == z3.unsat
+    assert fresh.check(without=tuple(pins)) == z3.unsat
