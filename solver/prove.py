@@ -195,11 +195,46 @@ class CoreFinder:
         self.marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
         for name, part in model.parts.items():
             self.solver.add(z3.Implies(self.marks[name], part))
+        self.witnesses: list[tuple] = []  # (Z3 model, {part: holds in it}) of sat checks
+        self.clashes: list[frozenset] = []  # sets of parts known to clash (unsat)
 
     def check(self, without=()):
         """Whether every part but `without` can hold at once: z3.sat, z3.unsat, or
-        z3.unknown where the check ran out of its rlimit."""
-        return self.solver.check([self.marks[n] for n in self.marks if n not in without])
+        z3.unknown where the check ran out of its rlimit. z3.unsat without asking Z3
+        where the parts hold a set known to clash (more parts cannot make it hold)."""
+        names = [n for n in self.marks if n not in without]
+        if any(known.issubset(names) for known in self.clashes):
+            return z3.unsat
+        result = self._holds(names)
+        if result == z3.unsat:
+            self.clashes.append(frozenset(str(m) for m in self.solver.unsat_core()
+                                          if str(m) in self.marks))
+        return result
+
+    def _holds(self, names: list[str], extra: list | None = None):
+        """The check of `names` (and `extra`): z3.sat without asking Z3 where the model
+        of an earlier sat check satisfies every part named (a witness); a sat check's
+        model is kept as one."""
+        if not extra and self._witnessed(names):
+            return z3.sat
+        result = self.solver.check([self.marks[n] for n in names] + (extra or []))
+        if result == z3.sat and not extra:
+            self.witnesses.append((self.solver.model(), dict.fromkeys(names, True)))
+        return result
+
+    def _witnessed(self, names: list[str]) -> bool:
+        """Some kept model satisfies every part in `names` (evaluated in the model, once
+        per part: exact, the model meets every hard assertion of the solver)."""
+        for found, holds in self.witnesses:
+            for name in names:
+                if name not in holds:
+                    holds[name] = z3.is_true(found.eval(self.model.parts[name],
+                                                        model_completion=True))
+                if not holds[name]:
+                    break
+            else:
+                return True
+        return False
 
     def clash(self, extra: list | None = None, without: tuple = (),
               likely=None) -> list[str] | None:
@@ -215,7 +250,7 @@ class CoreFinder:
         guess changes how many checks run, never the core."""
         extra = extra or []
         names = [n for n in self.marks if n not in without]
-        if self.solver.check([self.marks[n] for n in names] + extra) != z3.unsat:
+        if self._holds(names, extra) != z3.unsat:
             return None
         core = sorted(str(m) for m in self.solver.unsat_core() if str(m) in self.marks)
         clashing: list[set[str]] = []  # parts some check proved to clash (with `extra`)
@@ -226,17 +261,19 @@ class CoreFinder:
                 guessed = True  # the rest of the order: parts the guess expects to go
                 kept = core[:len(core) - (len(order) - at)]
                 if kept and not any(known.issubset(kept) for known in clashing) and \
-                        self.solver.check([self.marks[n] for n in kept] + extra) == z3.unsat:
+                        self._holds(kept, extra) == z3.unsat:
                     clashing.append({str(m) for m in self.solver.unsat_core()
                                      if str(m) in self.marks})
             rest = [n for n in core if n != name]
             if any(known.issubset(rest) for known in clashing):
                 core.remove(name)  # the rest holds a set that clashes: unsat, no check
                 continue
-            if self.solver.check([self.marks[n] for n in rest] + extra) == z3.unsat:
+            if self._holds(rest, extra) == z3.unsat:
                 clashing.append({str(m) for m in self.solver.unsat_core()
                                  if str(m) in self.marks})
                 core.remove(name)
+        if not extra:
+            self.clashes.append(frozenset(core))
         return core
 
 

@@ -5,6 +5,7 @@ the memory sums every back end compiles are one definition (program.summed_terms
 from __future__ import annotations
 
 import pytest
+import z3
 
 from kbsolve.program.program import link, summed_terms
 from kbsolve.program.query import Query, resolve
@@ -99,3 +100,81 @@ def test_the_cores_guess_saves_checks_and_never_changes_the_core(kb):
     assert cores[0] == cores[1] == ["memory:fit", "memory:host_fit",
                                     "rule:llamafactory.ALLOW_quantization"]
     assert counts[1] < counts[0]
+
+
+def test_a_sat_checks_model_answers_later_checks_it_satisfies_as_z3_would(kb):
+    """The refusal's core and consent fixes with witnesses (the models of earlier sat
+    checks) equal those without, with fewer Z3 checks; each answer a witness gave is
+    the one a fresh solver gives."""
+    from kbsolve.solver import prove
+    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    runs = []
+    for use_witnesses in (False, True):
+        model = Model(problem)
+        finder = prove.core_finder(model)
+        checks, check, witnessed = [0], finder.solver.check, finder._witnessed
+        given: list = []
+
+        def counted(*args, check=check, checks=checks):
+            checks[0] += 1
+            return check(*args)
+
+        def recorded(names, witnessed=witnessed, given=given, use=use_witnesses):
+            found = use and witnessed(names)
+            if found:
+                given.append(list(names))
+            return found
+        finder.solver.check, finder._witnessed = counted, recorded
+        core = prove.minimal_core(model)
+        runs.append((core, fixes.allow_optins(model, core), checks[0], given))
+    (core, fixed, plain, _), (core_w, fixed_w, fewer, given) = runs
+    assert core == core_w and fixed == fixed_w and fixed
+    assert given and fewer == plain - len(given)
+    fresh = prove.CoreFinder(Model(problem))
+    for names in given:
+        assert fresh.solver.check([fresh.marks[n] for n in names]) == z3.sat
+
+
+def test_a_witness_answers_no_check_with_an_extra_assumption(kb):
+    """A kept model answers only for the parts: with an extra assumption (an
+    explanation's or the KB check's question), which it need not meet, Z3 is asked."""
+    from kbsolve.solver import prove
+    model = refused(kb, gpus="1x4090", model="llama3-70b").model
+    finder = prove.CoreFinder(model)
+    consent = tuple(consent_of(model))
+    names = [n for n in finder.marks if n not in consent]
+    assert finder.check(without=consent) == z3.sat and finder._witnessed(names)
+    chosen = model.c.decode(finder.witnesses[0][0])
+    key = next(k for k, v in model.p.choices.items() if len(v) > 1)
+    checks, check = [0], finder.solver.check
+
+    def counted(*args):
+        checks[0] += 1
+        return check(*args)
+    finder.solver.check = counted
+    assert finder.check(without=consent) == z3.sat and checks[0] == 0
+    finder._holds(names, [z3.Not(model.c.equals(key, chosen[key]))])
+    assert checks[0] == 1
+
+
+def test_a_check_holding_a_known_clash_is_unsat_as_z3_says(kb):
+    """After the refusal's minimal core, a pin fix's check keeps every part of the core
+    (the core holds no pin): unsat without asking Z3, and a fresh solver agrees."""
+    from kbsolve.solver import prove
+    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    model = Model(problem)
+    finder = prove.core_finder(model)
+    core = prove.minimal_core(model)
+    pins = sorted(pins_of(model))
+    assert pins and not set(pins) & set(core)
+    checks, check = [0], finder.solver.check
+
+    def counted(*args):
+        checks[0] += 1
+        return check(*args)
+    finder.solver.check = counted
+    assert fixes.drop_pins(model) == [] and checks[0] == 0
+    fresh = prove.CoreFinder(Model(problem))
+    for pin in pins:
+        assert fresh.check(without=(pin,)) == z3.unsat
+    assert fresh.check(without=tuple(pins)) == z3.unsat
