@@ -125,7 +125,7 @@ def _build(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
     if isinstance(node, ir.LetRef):
         return _let(kb, node.let)
     if isinstance(node, ir.MemorySum):
-        parts = [closure(kb, t.expr) for t in _walker.summed_terms(kb, node.framework, node.level)]
+        parts = [_kept(kb, t.expr) for t in _walker.summed_terms(kb, node.framework, node.level)]
         return lambda env: sum((Fraction(p(env)) for p in parts), Fraction(0))
     args = [closure(kb, a) for a in node.args]
     op = OPERATORS[node.op]  # its exact view (program/operators.py)
@@ -141,6 +141,26 @@ def _build(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
         a, b = args
         return lambda env: fn(a(env), b(env))
     return lambda env: fn(*[a(env) for a in args])
+
+
+def _kept(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
+    """closure(node), its value kept in the evaluator's store (env[3]) under
+    remembered()'s key: a memory sum's terms were mostly just computed (measure
+    reads the inner levels first), and each term is a whole formula."""
+    run = closure(kb, node)
+    reads = sorted(options_read(kb, node))
+    node_id = id(node)
+
+    def kept(env):
+        values = tuple([(v._numerator, v._denominator) if type(v) is Fraction else v
+                        for v in map(env[0].get, reads)])
+        slot = (node_id, values[0] if len(values) == 1 else values)  # see Memo keys
+        store = env[3]
+        found = store.get(slot, _MISS)
+        if found is _MISS:
+            found = store[slot] = run(env)
+        return found
+    return kept
 
 
 def _fact(node: ir.FactRef):

@@ -71,7 +71,7 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     order = memory_levels(problem.kb)
     levels = {level: Fraction(0) for level in order}
     for term in sorted(problem.program.memory, key=lambda t: order.index(t.level)):
-        value = Fraction(run(term.expr))
+        value = _fraction(run(term.expr))
         if term.location == "host":
             host[f"{term.framework}.{term.name}"] = value
             continue
@@ -81,12 +81,12 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
         levels[outer] += levels[inner]
     times, factors = {}, {}
     for term in problem.program.speed:
-        value = Fraction(run(term.expr))
+        value = _fraction(run(term.expr))
         (times if term.kind == "time" else factors)[f"{term.framework}.{term.name}"] = value
     step = sum(times.values(), Fraction(0))
     for factor in factors.values():
         step *= factor
-    work = {f"{t.framework}.{t.name}": Fraction(run(t.expr)) for t in
+    work = {f"{t.framework}.{t.name}": _fraction(run(t.expr)) for t in
             problem.program.work}
     main = problem.throughput_work
     first = work[f"{main.framework}.{main.name}"] if main else Fraction(1)
@@ -107,6 +107,11 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
     metrics.host_budget = problem.host_budget_bytes
     metrics.objective = problem.objective
     return metrics
+
+
+def _fraction(value) -> Fraction:
+    """value as a Fraction; one already a Fraction as it is (not copied)."""
+    return value if type(value) is Fraction else Fraction(value)
 
 
 def _fires(run, expr) -> bool:
