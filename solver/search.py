@@ -534,11 +534,13 @@ class Search:
         return any(not self.allowed[axis][p.choices[key].index(assignment[key])]
                    for axis, key in enumerate(self.keys))
 
-    def objective_bound(self, ranges: list, memory: float, kept: int) -> tuple:
+    def objective_bound(self, ranges: list, memory: float, kept: int,
+                        time: float | None = None) -> tuple:
         """The objective's lower bound (sort_key's order) from the tracked
-        cells' ranges: time as its parts' sum times its factors, preference
-        tiers at their best, memory and the options kept at their defaults."""
-        low = self.time_low(ranges)
+        cells' ranges: time as its parts' sum times its factors (`time`: that,
+        found from these ranges already), preference tiers at their best,
+        memory and the options kept at their defaults."""
+        low = self.time_low(ranges) if time is None else time
         prefs = tuple([-ranges[i][1] for i in self.tier_slots])
         if self.objective == "memory":
             return (memory, low) + prefs + (-kept,)
@@ -838,10 +840,12 @@ class _State:
                 if not self._rules_hold(k):
                     self.pruned[k] += 1
                     continue
+                time = None  # the child's time bound, where found here
                 if timed:
                     if moves:
                         tracker.update_time(ranges, k, self.idx, parent)
-                    if not moves or _beyond(s.time_low(ranges), ceiling):
+                        time = s.time_low(ranges)
+                    if not moves or _beyond(time, ceiling):
                         cut.append(value)
                         continue
                 tracker.update_sums(ranges, totals, k, self.idx, parent)
@@ -851,7 +855,7 @@ class _State:
                         bound = (self._memory(),)
                     else:  # the rest of the cells only for a child that fits
                         tracker.update_rest(ranges, k, self.idx, parent)
-                        bound = self._bounds(k + 1, kept)
+                        bound = self._bounds(k + 1, kept, time)
                     children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
                 else:
                     self.pruned[k] += 1
@@ -907,9 +911,9 @@ class _State:
                 return False
         return True
 
-    def _bounds(self, k: int, defaults: int) -> tuple:
+    def _bounds(self, k: int, defaults: int, time: float | None = None) -> tuple:
         return self.s.objective_bound(self.ranges, self._memory(),
-                                      defaults + self.free_defaults[k])
+                                      defaults + self.free_defaults[k], time)
 
     def leaf(self, defaults: int) -> None:
         s = self.s
