@@ -632,9 +632,9 @@ class Tracker:
         else:
             readers = self.readers[k] or self._readers(k)
         bases = []
-        for tables, _ in readers:
+        for _, _, befores in readers:
             found = []
-            for _, _, _, _, _, before in tables:
+            for before in befores:
                 at = 0
                 for place, stride in before:
                     at += idx[place] * stride
@@ -646,7 +646,7 @@ class Tracker:
         """The time cells that read place k (a parent() with `timed`), before
         update_sums: a child whose time alone loses is cut before its memory
         is read."""
-        tables, exprs = parent[3][0]
+        tables, exprs, _ = parent[3][0]
         _tables(ranges, idx[k], tables, parent[2][0])
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -658,7 +658,7 @@ class Tracker:
         its terms at place k, the same float operations as before (a child
         always starts from its node's values)."""
         before, node_totals, bases, readers, g = parent
-        tables, exprs = readers[g]
+        tables, exprs, _ = readers[g]
         _tables(ranges, idx[k], tables, bases[g])
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -675,7 +675,7 @@ class Tracker:
     def update_rest(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The other cells that read place k, after update_sums."""
         g = parent[4] + 1
-        tables, exprs = parent[3][g]
+        tables, exprs, _ = parent[3][g]
         _tables(ranges, idx[k], tables, parent[2][g])
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -703,15 +703,16 @@ class Tracker:
         return readers
 
     def _group(self, k: int, part: list) -> tuple:
-        """The readers of some cells at place k as (tables, expressions). A
-        table's: (slot, stride of place k, its level's low and high, listed,
-        the (place, stride) pairs before k); an expression's (or a table of
+        """The readers of some cells at place k as (tables, expressions, the
+        distinct (place, stride) pairs before k the tables read, each found
+        once a node by parent()). A table's: (slot, stride of place k, its
+        level's low and high, listed, which of those pairs); an expression's (or a table of
         codes'): (slot, cell, memo level j, memo key), j and the key as
         Expr.bound finds them (they depend on k only, for this preparation),
         the key None where bound() itself answers. Tables are read before
         expressions: a table's read changes nothing, and the expressions
         (whose reads fill memos and link levels) keep their order."""
-        tables, exprs = [], []
+        tables, exprs, befores = [], [], {}
         for i in part:
             cell, level = reader_of(self.cells[i], k + 1)
             if isinstance(cell, Expr):
@@ -721,11 +722,11 @@ class Tracker:
                 exprs.append((i, cell, 0, None))
             else:
                 pairs, low, high, listed = level
-                if pairs and pairs[-1][0] == k:
-                    tables.append((i, pairs[-1][1], low, high, listed, pairs[:-1]))
-                else:  # not read at k (never, for a cell at place k): all before
-                    tables.append((i, 0, low, high, listed, pairs))
-        return tables, exprs
+                stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
+                    else (0, pairs)  # not read at k (never, for a cell at place k): all before
+                tables.append((i, stride, low, high, listed,
+                               befores.setdefault(before, len(befores))))
+        return tables, exprs, list(befores)
 
     def taken(self, ranges: list, totals: list, k: int) -> tuple:
         """What a child that fits set (update_sums and update_rest), to set
@@ -748,8 +749,8 @@ class Tracker:
 def _tables(ranges: list, value: int, tables: list, bases: list) -> None:
     """Table.bound's reads at place k set to `value` (its level found once):
     the node's index plus the value times the table's stride of place k."""
-    for (i, stride, low, high, listed, _), base in zip(tables, bases):
-        at = base + value * stride
+    for i, stride, low, high, listed, before in tables:
+        at = bases[before] + value * stride
         ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
 
 
