@@ -626,20 +626,14 @@ class Tracker:
         (restore). With them, each table's index over the places before k
         (the same for every child: a child adds its value times one stride),
         per group of readers: the summed cells' and the rest's, or with
-        `timed` the time cells' first (update_time)."""
+        `timed` the time cells' first (update_time), the other groups' found
+        when a child first reads them (most children of such a node are cut
+        on their time)."""
         if timed:
             readers = self.time_readers[k] or self._time_readers(k)
         else:
             readers = self.readers[k] or self._readers(k)
-        bases = []
-        for _, _, befores in readers:
-            found = []
-            for before in befores:
-                at = 0
-                for place, stride in before:
-                    at += idx[place] * stride
-                found.append(at)
-            bases.append(found)
+        bases = [_bases(readers[0], idx)] + [None] * (len(readers) - 1)
         return [ranges[i] for i in self.at[k]], list(totals), bases, readers, int(timed)
 
     def update_time(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
@@ -659,7 +653,7 @@ class Tracker:
         always starts from its node's values)."""
         before, node_totals, bases, readers, g = parent
         tables, exprs, _ = readers[g]
-        _tables(ranges, idx[k], tables, bases[g])
+        _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
         for t, terms in enumerate(self.terms_at[k]):
@@ -675,8 +669,9 @@ class Tracker:
     def update_rest(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The other cells that read place k, after update_sums."""
         g = parent[4] + 1
-        tables, exprs, _ = parent[3][g]
-        _tables(ranges, idx[k], tables, parent[2][g])
+        bases, readers = parent[2], parent[3]
+        tables, exprs, _ = readers[g]
+        _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
 
@@ -744,6 +739,23 @@ class Tracker:
         for i, value in zip(self.at[k], parent[0]):
             ranges[i] = value
         totals[:] = parent[1]
+
+
+def _bases(group: tuple, idx: list[int]) -> list[int]:
+    """A group's indices over the places before k (its distinct pairs')."""
+    found = []
+    for before in group[2]:
+        at = 0
+        for place, stride in before:
+            at += idx[place] * stride
+        found.append(at)
+    return found
+
+
+def _found(bases: list, g: int, readers: tuple, idx: list[int]) -> list[int]:
+    """Group g's indices, found on first use (idx's places before k are the node's)."""
+    found = bases[g] = _bases(readers[g], idx)
+    return found
 
 
 def _tables(ranges: list, value: int, tables: list, bases: list) -> None:
