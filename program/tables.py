@@ -85,19 +85,29 @@ class Table:
         masks = [allowed[place] for place in places]
         if self._reuse(perm, masks, places):
             return
-        sizes = [self.sizes[i] for i in perm]
-        low = self.array.astype(np.int8) if self.kind == "bool" else self.array
-        low = np.transpose(low, perm) if perm != sorted(perm) else low
-        if all(mask.all() for mask in masks):
-            high = low
-        elif self.kind == "num":
-            low, high = _hidden(low, masks, np.inf), _hidden(low, masks, -np.inf)
-        else:
-            low, high = _hidden(low, masks, 1), _hidden(low, masks, 0)
-        self._full = (low, high)
+        self._full = [None, perm, masks]  # laid out on first use (_laid_out)
         self._levels = [None] * (len(places) + 1)
         self._search_deps = places
         self._keep(perm, masks)
+
+    def _laid_out(self) -> tuple:
+        """The table in search order, with the values the masks leave out
+        hidden (+inf on the low side, -inf on the high one), made when a
+        level is first built: most tables of a narrowed or short search never
+        build one. Kept in the preparation's list (shared with _prepared)."""
+        full = self._full
+        if full[0] is None:
+            _, perm, masks = full
+            low = self.array.astype(np.int8) if self.kind == "bool" else self.array
+            low = np.transpose(low, perm) if perm != sorted(perm) else low
+            if all(mask.all() for mask in masks):
+                high = low
+            elif self.kind == "num":
+                low, high = _hidden(low, masks, np.inf), _hidden(low, masks, -np.inf)
+            else:
+                low, high = _hidden(low, masks, 1), _hidden(low, masks, 0)
+            full[0] = (low, high)
+        return full[0]
 
     def _reuse(self, perm, masks, places) -> bool:
         """Set the layout of an earlier preparation with the same order of this
@@ -135,7 +145,7 @@ class Table:
         above = j + 1
         while above < len(self._levels) and self._levels[above] is None:
             above += 1
-        low, high = self._full if above >= len(self._levels) - 1 or \
+        low, high = self._laid_out() if above >= len(self._levels) - 1 or \
             self._levels[above] is None else self._levels[above][3]
         if j < low.ndim:
             if self.need == "low":

@@ -534,11 +534,13 @@ class Search:
         return any(not self.allowed[axis][p.choices[key].index(assignment[key])]
                    for axis, key in enumerate(self.keys))
 
-    def objective_bound(self, ranges: list, memory: float, kept: int) -> tuple:
+    def objective_bound(self, ranges: list, memory: float, kept: int,
+                        time: float | None = None) -> tuple:
         """The objective's lower bound (sort_key's order) from the tracked
-        cells' ranges: time as its parts' sum times its factors, preference
-        tiers at their best, memory and the options kept at their defaults."""
-        low = self.time_low(ranges)
+        cells' ranges: time as its parts' sum times its factors (`time`: that,
+        found from these ranges already), preference tiers at their best,
+        memory and the options kept at their defaults."""
+        low = self.time_low(ranges) if time is None else time
         prefs = tuple([-ranges[i][1] for i in self.tier_slots])
         if self.objective == "memory":
             return (memory, low) + prefs + (-kept,)
@@ -624,27 +626,21 @@ class Tracker:
         (restore). With them, each table's index over the places before k
         (the same for every child: a child adds its value times one stride),
         per group of readers: the summed cells' and the rest's, or with
-        `timed` the time cells' first (update_time)."""
+        `timed` the time cells' first (update_time), the other groups' found
+        when a child first reads them (most children of such a node are cut
+        on their time)."""
         if timed:
             readers = self.time_readers[k] or self._time_readers(k)
         else:
             readers = self.readers[k] or self._readers(k)
-        bases = []
-        for tables, _ in readers:
-            found = []
-            for _, _, _, _, _, before in tables:
-                at = 0
-                for place, stride in before:
-                    at += idx[place] * stride
-                found.append(at)
-            bases.append(found)
+        bases = [_bases(readers[0], idx)] + [None] * (len(readers) - 1)
         return [ranges[i] for i in self.at[k]], list(totals), bases, readers, int(timed)
 
     def update_time(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The time cells that read place k (a parent() with `timed`), before
         update_sums: a child whose time alone loses is cut before its memory
         is read."""
-        tables, exprs = parent[3][0]
+        tables, exprs, _ = parent[3][0]
         _tables(ranges, idx[k], tables, parent[2][0])
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -656,8 +652,8 @@ class Tracker:
         its terms at place k, the same float operations as before (a child
         always starts from its node's values)."""
         before, node_totals, bases, readers, g = parent
-        tables, exprs = readers[g]
-        _tables(ranges, idx[k], tables, bases[g])
+        tables, exprs, _ = readers[g]
+        _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
         for t, terms in enumerate(self.terms_at[k]):
@@ -673,8 +669,9 @@ class Tracker:
     def update_rest(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The other cells that read place k, after update_sums."""
         g = parent[4] + 1
-        tables, exprs = parent[3][g]
-        _tables(ranges, idx[k], tables, parent[2][g])
+        bases, readers = parent[2], parent[3]
+        tables, exprs, _ = readers[g]
+        _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
 
@@ -701,15 +698,16 @@ class Tracker:
         return readers
 
     def _group(self, k: int, part: list) -> tuple:
-        """The readers of some cells at place k as (tables, expressions). A
-        table's: (slot, stride of place k, its level's low and high, listed,
-        the (place, stride) pairs before k); an expression's (or a table of
+        """The readers of some cells at place k as (tables, expressions, the
+        distinct (place, stride) pairs before k the tables read, each found
+        once a node by parent()). A table's: (slot, stride of place k, its
+        level's low and high, listed, which of those pairs); an expression's (or a table of
         codes'): (slot, cell, memo level j, memo key), j and the key as
         Expr.bound finds them (they depend on k only, for this preparation),
         the key None where bound() itself answers. Tables are read before
         expressions: a table's read changes nothing, and the expressions
         (whose reads fill memos and link levels) keep their order."""
-        tables, exprs = [], []
+        tables, exprs, befores = [], [], {}
         for i in part:
             cell, level = reader_of(self.cells[i], k + 1)
             if isinstance(cell, Expr):
@@ -719,11 +717,11 @@ class Tracker:
                 exprs.append((i, cell, 0, None))
             else:
                 pairs, low, high, listed = level
-                if pairs and pairs[-1][0] == k:
-                    tables.append((i, pairs[-1][1], low, high, listed, pairs[:-1]))
-                else:  # not read at k (never, for a cell at place k): all before
-                    tables.append((i, 0, low, high, listed, pairs))
-        return tables, exprs
+                stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
+                    else (0, pairs)  # not read at k (never, for a cell at place k): all before
+                tables.append((i, stride, low, high, listed,
+                               befores.setdefault(before, len(befores))))
+        return tables, exprs, list(befores)
 
     def taken(self, ranges: list, totals: list, k: int) -> tuple:
         """What a child that fits set (update_sums and update_rest), to set
@@ -743,11 +741,28 @@ class Tracker:
         totals[:] = parent[1]
 
 
+def _bases(group: tuple, idx: list[int]) -> list[int]:
+    """A group's indices over the places before k (its distinct pairs')."""
+    found = []
+    for before in group[2]:
+        at = 0
+        for place, stride in before:
+            at += idx[place] * stride
+        found.append(at)
+    return found
+
+
+def _found(bases: list, g: int, readers: tuple, idx: list[int]) -> list[int]:
+    """Group g's indices, found on first use (idx's places before k are the node's)."""
+    found = bases[g] = _bases(readers[g], idx)
+    return found
+
+
 def _tables(ranges: list, value: int, tables: list, bases: list) -> None:
     """Table.bound's reads at place k set to `value` (its level found once):
     the node's index plus the value times the table's stride of place k."""
-    for (i, stride, low, high, listed, _), base in zip(tables, bases):
-        at = base + value * stride
+    for i, stride, low, high, listed, before in tables:
+        at = bases[before] + value * stride
         ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
 
 
@@ -838,10 +853,12 @@ class _State:
                 if not self._rules_hold(k):
                     self.pruned[k] += 1
                     continue
+                time = None  # the child's time bound, where found here
                 if timed:
                     if moves:
                         tracker.update_time(ranges, k, self.idx, parent)
-                    if not moves or _beyond(s.time_low(ranges), ceiling):
+                        time = s.time_low(ranges)
+                    if not moves or _beyond(time, ceiling):
                         cut.append(value)
                         continue
                 tracker.update_sums(ranges, totals, k, self.idx, parent)
@@ -851,7 +868,7 @@ class _State:
                         bound = (self._memory(),)
                     else:  # the rest of the cells only for a child that fits
                         tracker.update_rest(ranges, k, self.idx, parent)
-                        bound = self._bounds(k + 1, kept)
+                        bound = self._bounds(k + 1, kept, time)
                     children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
                 else:
                     self.pruned[k] += 1
@@ -907,9 +924,9 @@ class _State:
                 return False
         return True
 
-    def _bounds(self, k: int, defaults: int) -> tuple:
+    def _bounds(self, k: int, defaults: int, time: float | None = None) -> tuple:
         return self.s.objective_bound(self.ranges, self._memory(),
-                                      defaults + self.free_defaults[k])
+                                      defaults + self.free_defaults[k], time)
 
     def leaf(self, defaults: int) -> None:
         s = self.s

@@ -194,3 +194,58 @@ def test_remembering_is_the_evaluator_at_each_assignment(kb):
             assert run(node) == expected
             checked += 1
     assert checked > 1000
+
+
+def _expected_range(table, places: list[int], masks: list, k: int, idx: list[int]):
+    """A num table's (low, high) with the places before k set (idx by place):
+    the least and greatest cell over the allowed completions, +inf and -inf
+    where a set value is not allowed (its cells are hidden)."""
+    array = table.floats()
+    select = []
+    for axis_place, mask in zip(places, masks):
+        if axis_place < k:
+            value = idx[axis_place]
+            if not mask[value]:
+                return np.inf, -np.inf
+            select.append([value])
+        else:
+            select.append(np.flatnonzero(mask))
+    cells = array[np.ix_(*select)]
+    return float(np.fmin.reduce(cells, axis=None)), float(np.fmax.reduce(cells, axis=None))
+
+
+def test_a_table_is_laid_out_when_first_read_with_the_ranges_of_its_masks(kb):
+    """Table.prepare lays a table out (its order, its hidden values) only when a
+    level is first built, and the levels it builds then are the least and
+    greatest allowed cells, on the problem's masks and on narrowed ones."""
+    from kbsolve.solver.search import why_masks
+    search = Search(resolve(kb, Query(**QUERIES[0])).problem)
+    assert search.prepare()
+    key = next(k for a, k in enumerate(search.keys) if search.allowed[a].sum() > 2)
+    value = search.p.choices[key][int(np.flatnonzero(search.allowed[search.keys.index(key)])[1])]
+    narrowed = why_masks(search, key, value)
+    rng = np.random.default_rng(7)
+    read = 0
+    for masks, axes in ((search.allowed, search.axes), (narrowed, list(reversed(search.axes)))):
+        search.prepare(axes, masks)
+        position = [0] * len(axes)
+        for place, axis in enumerate(axes):
+            position[axis] = place
+        fresh = [c for c in search.cells if isinstance(c, Table) and c.kind == "num"
+                 and c.deps and c._full[0] is None]
+        assert fresh  # prepared, not laid out yet
+        for table in fresh[:40]:
+            places = [position[a] for a in table.deps]
+            masks_ = [masks[a] for a in table.deps]
+            for k in sorted({0, min(places) + 1, max(places) + 1}):
+                idx = [int(rng.integers(len(m))) for m in (masks[a] for a in axes)]
+                low, high = table.bound(k, idx)
+                want = _expected_range(table, places, masks_, k, idx)
+                if table.need in ("low", "both"):
+                    assert low == want[0]
+                if table.need in ("high", "both"):
+                    assert high == want[1]
+                read += 1
+            assert table._full[0] is not None
+    assert read > 40
+
