@@ -203,6 +203,7 @@ WORKER = textwrap.dedent("""
 SHELL_LOOP = "for mode in {modes}; do {python} -c \"$WORKER\" $mode || exit 1; done"
 
 
+@pytest.mark.ci
 def test_concurrent_processes_never_fail_and_leave_a_valid_cache(cache, tmp_path,
                                                                  _shipped_kb_cache_entries):
     env = dict(os.environ, WORKER=WORKER, **{CACHE_ENV: str(cache)})

@@ -72,50 +72,41 @@ def summary_numbers(text: str) -> list[int]:
 # ---- in a subprocess (tests/cli_helpers.py: this interpreter, never PATH) ---------
 
 
-@pytest.fixture(scope="module")
-def shipped_check(tmp_path_factory) -> subprocess.CompletedProcess:
-    """`kbsolve kb check` of the shipped KB in a child (a cold parse, about 3 s of CPU):
-    one run that the tests below read, each for its own assertions."""
-    return run_cli(["kb", "check"], tmp_path_factory.mktemp("shipped-check"))
-
-
-def test_kb_check_exits_0_on_the_shipped_kb(shipped_check):
-    proc = shipped_check
+@pytest.mark.ci  # a cold parse in a child (~3 s CPU); main() checks the same output below
+def test_kb_check_exits_0_on_the_shipped_kb(tmp_path):
+    proc = run_cli(["kb", "check"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     frameworks, options, rules, _w, checks, tests, gpus, models = summary_numbers(proc.stdout)
     assert frameworks >= 1 and options >= 10 and rules >= 5 and gpus >= 5 and models >= 3
     assert "error" not in proc.stderr
 
 
-def test_kb_check_exits_2_on_a_broken_pack(tmp_path, broken_pack):
-    proc = run_cli(["kb", "check", "--kb", "broken"], tmp_path)
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert "Traceback" not in proc.stderr
-    match = LOCATED.search(proc.stderr)
-    assert match, proc.stderr
-    assert Path(match["file"]) == Path("broken/sub/broken.kb")  # relative to the cwd
-    assert (int(match["line"]), int(match["col"])) == (4, 23)
-    assert "unknown name 'stge'; did you mean 'stage'?" in proc.stderr
-    assert '  rule MY_RULE: require stge == "sft" {' in proc.stderr
-
-
-def test_kbsolve_path_adds_a_pack_in_a_subprocess(tmp_path, good_pack, broken_pack,
-                                                  shipped_check, capsys, monkeypatch):
-    base = summary_numbers(shipped_check.stdout)
-    # the good pack's counts in this process (main() reads KBSOLVE_PATH as the child does);
-    # the child below shows a fresh process reads it: both packs, the broken one's error
+def test_broken_packs_exit_2_in_a_subprocess_from_the_flag_and_kbsolve_path(
+        tmp_path, good_pack, broken_pack, capsys, monkeypatch):
+    """One child reads a pack from --kb and one from KBSOLVE_PATH (the broken one: its
+    error shows a fresh process reads the variable; the --kb pack's rule is then a
+    duplicate of it, which shows the flag was read). Both are located relative to the
+    working directory; nothing on stdout, no traceback, exit 2."""
+    # the good pack's counts in this process (main() reads KBSOLVE_PATH as the child does)
     with monkeypatch.context() as patch:
         patch.chdir(tmp_path)
-        patch.setenv("KBSOLVE_PATH", str(good_pack))
         capsys.readouterr()
+        assert main(["kb", "check"]) == 0
+        base = summary_numbers(capsys.readouterr().out)
+        patch.setenv("KBSOLVE_PATH", str(good_pack))
         assert main(["kb", "check"]) == 0
         more = summary_numbers(capsys.readouterr().out)
     assert more[1] == base[1] + 1 and more[2] == base[2] + 1  # one option, one rule
-    proc = run_cli(["kb", "check"], tmp_path,
-                   KBSOLVE_PATH=os.pathsep.join([str(good_pack), str(broken_pack)]))
+    proc = run_cli(["kb", "check", "--kb", "good"], tmp_path, KBSOLVE_PATH=str(broken_pack))
     assert proc.returncode == 2
-    assert LOCATED.search(proc.stderr) and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    located = [(Path(m["file"]), int(m["line"]), int(m["col"]))
+               for m in LOCATED.finditer(proc.stderr)]
+    assert located == [(Path("broken/sub/broken.kb"), 4, 23), (Path("good/extra.kb"), 9, 6)]
+    assert "unknown name 'stge'; did you mean 'stage'?" in proc.stderr
+    assert '  rule MY_RULE: require stge == "sft" {' in proc.stderr
+    assert "rule 'MY_RULE' is already defined" in proc.stderr
 
 
 # ---- in process, through main() -------------------------------------------------

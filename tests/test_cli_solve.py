@@ -147,6 +147,7 @@ def test_enumerate_solver_agrees_on_a_pinned_query(capsys):
     assert z3_plan["memory"]["per_gpu_gib"] == brute_plan["memory"]["per_gpu_gib"]
 
 
+@pytest.mark.ci
 def test_json_is_identical_across_hash_seeds(capsys):
     """Two children under fixed hash seeds and this process under its own (random unless
     PYTHONHASHSEED is set, and warm: it has solved other plans): three seeds, one child

@@ -127,10 +127,11 @@ def test_a_program_that_imports_kbsolve_compiles_as_before():
                                                              dont_inherit=True)
 
 
-def test_the_second_command_compiles_nothing_anew(tmp_path):
+def test_the_second_command_compiles_nothing_anew(tmp_path, seed_kb_cache):
     """The first command writes the code it compiled; the second reads all of it and
-    leaves the file untouched (it would write it had it compiled anything)."""
-    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path / "cache")}
+    leaves the file untouched (it would write it had it compiled anything). Both read the
+    KB from its cache (seeded: the code cache starts empty)."""
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(seed_kb_cache(tmp_path / "cache"))}
     argv = [sys.executable, "-m", "kbsolve", "list", "gpus", "--format", "json"]
     outputs = []
     for _ in range(2):
@@ -177,11 +178,11 @@ def test_a_file_of_another_layout_under_the_same_magic_is_compiled_again(tmp_pat
                                                              dont_inherit=True)
 
 
-def test_the_command_runs_over_a_code_cache_of_another_layout(tmp_path):
+def test_the_command_runs_over_a_code_cache_of_another_layout(tmp_path, seed_kb_cache):
     """The command's process compiles typing's forward references through the cache as it
     imports click, before any flag is read: a file of the earlier layout must cost only
-    the time, not a traceback."""
-    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path)}
+    the time, not a traceback. (The KB's entry is seeded: the command reads it.)"""
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(seed_kb_cache(tmp_path))}
     from importlib.util import MAGIC_NUMBER
     source = "ParamType"  # one of the forward references click's import compiles
     _write_cache(tmp_path / f"code-{MAGIC_NUMBER.hex()}.marshal",

@@ -131,17 +131,17 @@ def test_main_with_arguments_returns_as_a_function(capsys):
     assert "Usage: kbsolve" in capsys.readouterr().out
 
 
-def test_a_cached_plan_imports_no_parser_of_files_it_does_not_read(tmp_path):
+def test_a_cached_plan_imports_no_parser_of_files_it_does_not_read(tmp_path, seed_kb_cache):
     """A plan from the warm KB cache reads no YAML file, checks no requirement line, parses
     no rule file and has its cache folder from KBSOLVE_CACHE_DIR: yaml, packaging, the
-    rule AST and platformdirs stay unimported (about 60 ms of a cold start). The first
-    run, which builds the cache, reads every YAML catalog through the same modules."""
-    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path / "cache")}
+    rule AST and platformdirs stay unimported (about 60 ms of a cold start). The KB's
+    entry is seeded; the first run fills the code cache."""
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(seed_kb_cache(tmp_path / "cache"))}
     code = ("import sys; from kbsolve import api; "
             "plan = api.solve({'gpus': '8xA100', 'model': 'wan14b', 'top': 0}); "
             "print(plan.status, *sorted(m for m in sys.modules if m.split('.')[0] in "
             "('yaml', 'packaging', 'platformdirs') or m == 'kbsolve.dsl.ast'))")
-    for _ in range(2):  # the first fills the cache
+    for _ in range(2):  # the first fills the code cache
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               cwd=tmp_path, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
@@ -271,16 +271,18 @@ UNNEEDED = ("importlib.metadata", "importlib.resources", "tempfile", "shutil", "
             "zipfile", "csv", "socket")
 
 
-def test_a_cached_plan_in_the_command_imports_no_metadata_scanner_nor_resources(tmp_path):
+def test_a_cached_plan_in_the_command_imports_no_metadata_scanner_nor_resources(
+        tmp_path, seed_kb_cache):
     """`kbsolve --gpus 8xA100 --model wan14b` from the warm KB cache: pydantic looks for no
     plugins, so importlib.metadata (and email, zipfile, csv, socket with it) stays
     unimported, and the shipped KB and grammar are found without importlib.resources
-    (tempfile, shutil); the plan's bytes are the library's."""
+    (tempfile, shutil); the plan's bytes are the library's. The KB's entry is seeded; the
+    first run fills the code cache."""
     from kbsolve import api
-    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "KBSOLVE_CACHE_DIR": str(seed_kb_cache(tmp_path / "cache"))}
     argv = ["--gpus", "8xA100", "--model", "wan14b", "--format", "json"]
     code = COMMAND_MODULES.format(argv=argv, names=UNNEEDED)
-    for _ in range(2):  # the first fills the cache
+    for _ in range(2):  # the first fills the code cache
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               cwd=tmp_path, env=env, timeout=120)
         assert "modules" in done.stderr, done.stderr

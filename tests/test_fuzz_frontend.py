@@ -468,7 +468,10 @@ def _big_case(tmp_path: Path, kind: str) -> list[str]:
     return ["audit", "project", "--gpus", "8xA100", "--format", "json"]
 
 
-@pytest.mark.parametrize("kind", ["rule_file", "catalog_yaml", "config_json", "audit_yaml"])
+# The two kb checks parse the shipped KB in the child (~2.5 s each): CI's step (.ci/run).
+@pytest.mark.parametrize("kind", [pytest.param("rule_file", marks=pytest.mark.ci),
+                                  pytest.param("catalog_yaml", marks=pytest.mark.ci),
+                                  "config_json", "audit_yaml"])
 def test_ten_megabyte_inputs_in_a_limited_child(tmp_path, kind):
     """2 GiB of address space and a minute of CPU: the command answers with its own error
     (or, for the audit, a report that says the file was skipped)."""

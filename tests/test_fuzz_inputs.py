@@ -369,6 +369,7 @@ def test_cache_reader_takes_any_bytes(data):
             assert not path.exists()
 
 
+@pytest.mark.ci
 def test_two_cli_processes_rebuild_a_corrupted_cache_entry(_private_kb_cache):
     """Two `kbsolve` processes start together on a damaged cache entry: both answer
     as an undamaged run does, and the entry left behind is whole again. The entry

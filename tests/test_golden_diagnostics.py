@@ -112,6 +112,7 @@ except KbError as error:
 """
 
 
+@pytest.mark.ci
 def test_let_cycle_report_does_not_depend_on_the_hash_seed(tmp_path, monkeypatch):
     """Two children under fixed hash seeds and this process under its own (random unless
     PYTHONHASHSEED is set): three seeds, one child fewer to start."""

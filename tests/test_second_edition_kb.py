@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbsolve import api
 from kbsolve.dsl.load import kb_roots, shipped_root
 from kbsolve.dsl.parse import parse_module
 from kbsolve.lint.deep import split_facts
+from plans import shipped_kb
 
 
 def test_the_shipped_kb_declares_each_fact_once():
     """Every shipped fact is its field (no `fact` declaration is left in kb/), and
     kb check --deep's split-fact warning finds nothing to join."""
-    kb = api.load_kb(use_cache=False)
+    kb = shipped_kb()  # the run's one uncached load (tests/plans.py)
     spans = {p: f.meta.span for p, f in kb.facts.items()}
     assert len(spans) >= 66
     for path, span in spans.items():
@@ -28,7 +28,7 @@ def test_the_shipped_kb_declares_each_fact_once():
 
 
 def test_shipped_torchrun_params_come_from_one_trait():
-    kb = api.load_kb(use_cache=False)
+    kb = shipped_kb()  # the run's one uncached load (tests/plans.py)
     spans = {(e.framework, e.key): e.meta.span for e in kb.emits
              if e.key in ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")}
     for framework in ("pytorch", "torchtitan"):
@@ -54,7 +54,7 @@ def test_the_reference_shows_the_shipped_trait():
 def test_the_trait_keeps_run_sh_parameters_in_their_order():
     """run.sh's parameters follow the declarations' order: the include sits where the
     copies were, so the scripts are written as before."""
-    kb = api.load_kb(use_cache=False)
+    kb = shipped_kb()  # the run's one uncached load (tests/plans.py)
     keys = {fw: [e.key for e in kb.emits if e.framework == fw and e.target == "params"]
             for fw in ("pytorch", "torchtitan")}
     assert keys["pytorch"] == ["NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
