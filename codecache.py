@@ -132,15 +132,10 @@ class CodeCache:
         if not self.big and (not self.added or self.codes is None):
             return
         import hashlib
-        import tempfile
         for path, payload in list(self.big.items()):
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
                 checksum = hashlib.sha256(payload).hexdigest().encode()
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".code-", suffix=".tmp")
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(_MAGIC + checksum + b"\n" + payload)
-                os.replace(tmp, path)
+                write_atomically(path, _MAGIC + checksum + b"\n" + payload, ".code-")
                 del self.big[path]
             except (OSError, ValueError):
                 break
@@ -152,14 +147,21 @@ class CodeCache:
         try:
             payload = marshal.dumps(codes)
             checksum = hashlib.sha256(payload).hexdigest().encode()
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".code-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(_MAGIC + checksum + b"\n" + payload)
-            os.replace(tmp, self.path)
+            write_atomically(self.path, _MAGIC + checksum + b"\n" + payload, ".code-")
             self.added = 0
         except (OSError, ValueError):
             pass
+
+
+def write_atomically(path: Path, blob: bytes, prefix: str) -> None:
+    """`blob` as the file `path`, replaced whole (a reader never sees half a file); the
+    caches' one writer (this module's, dsl/cache.py's entries and stamps). Raises OSError."""
+    import tempfile  # only when writing: a plan from the caches never imports it
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(blob)
+    os.replace(tmp, path)
 
 
 CACHE = CodeCache()

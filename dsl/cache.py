@@ -19,13 +19,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import marshal
-import os
 import pickle
 from collections import OrderedDict
 from pathlib import Path
 
 from kbsolve.collector import paused
-from kbsolve.codecache import CACHE_ENV, cache_dir  # noqa: F401 - the caches' one directory
+from kbsolve.codecache import CACHE_ENV, cache_dir, write_atomically  # noqa: F401 - the caches' one directory
 
 _MAGIC = b"kbsolve-kb-cache-v1\n"
 _STAMP_MAGIC = b"kbsolve-kb-stamp-v1\n"
@@ -87,27 +86,17 @@ class KbCache:
         they were looked at), unless one of them changed within RACY_NS of it."""
         if seen is None or any(max(entry[-2:]) >= read_at_ns - RACY_NS for entry in seen):
             return
-        import tempfile
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".kb-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(_STAMP_MAGIC + marshal.dumps((key, seen, digest)))
-            os.replace(tmp, self._stamp_path(key))
+            write_atomically(self._stamp_path(key),
+                             _STAMP_MAGIC + marshal.dumps((key, seen, digest)), ".kb-")
         except (OSError, ValueError):
             pass
 
     def put(self, digest: str, value) -> None:
-        import tempfile  # only when writing: a plan from the cache never imports it
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
             payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             checksum = hashlib.sha256(payload).hexdigest().encode()
-            blob = _MAGIC + checksum + b"\n" + payload
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".kb-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(blob)
-            os.replace(tmp, self._path(digest))
+            write_atomically(self._path(digest), _MAGIC + checksum + b"\n" + payload, ".kb-")
             _keep(checksum, value)
         except (OSError, pickle.PicklingError, RecursionError):
             pass  # the cache is an optimisation; a read-only home must still work

@@ -56,9 +56,7 @@ class Evaluator:
         if reads is None or reads[0] is not node:
             reads = (node, sorted(options_read(self.kb, node)))
             table[id(node)] = reads
-        values = tuple([(v._numerator, v._denominator) if type(v) is Fraction else v
-                        for v in map(assignment.get, reads[1])])
-        slot = (id(node), values[0] if len(values) == 1 else values)  # see Memo keys
+        slot = _node_slot(id(node), reads[1], assignment)
         if slot not in self.store:
             self.store[slot] = self.run(node, assignment, memo)
         return self.store[slot]
@@ -152,15 +150,21 @@ def _kept(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
     node_id = id(node)
 
     def kept(env):
-        values = tuple([(v._numerator, v._denominator) if type(v) is Fraction else v
-                        for v in map(env[0].get, reads)])
-        slot = (node_id, values[0] if len(values) == 1 else values)  # see Memo keys
+        slot = _node_slot(node_id, reads, env[0])
         store = env[3]
         found = store.get(slot, _MISS)
         if found is _MISS:
             found = store[slot] = run(env)
         return found
     return kept
+
+
+def _node_slot(node_id: int, reads: list[str], assignment: Mapping[str, Any]) -> tuple:
+    """A node's memo key: (its id, the values of the options it reads: a bare value where
+    it reads one, else a tuple), each Fraction as (numerator, denominator) (see Memo keys)."""
+    values = tuple([(v._numerator, v._denominator) if type(v) is Fraction else v
+                    for v in map(assignment.get, reads)])
+    return (node_id, values[0] if len(values) == 1 else values)
 
 
 def _fact(node: ir.FactRef):
