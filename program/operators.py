@@ -223,13 +223,23 @@ def _add(a, b):
 
 
 def _mul(a, b):
-    products = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
-    products = [0 if p != p else p for p in products]  # 0 * inf
-    return min(products), max(products)
+    a0, a1, b0, b1 = a[0], a[1], b[0], b[1]
+    p0, p1, p2, p3 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    if p0 != p0:  # 0 * inf
+        p0 = 0
+    if p1 != p1:
+        p1 = 0
+    if p2 != p2:
+        p2 = 0
+    if p3 != p3:
+        p3 = 0
+    return min(p0, p1, p2, p3), max(p0, p1, p2, p3)
 
 
 def _divr(a, b):
-    if b[0] <= 0 <= b[1] or not _finite(b[0], b[1]):
+    b0, b1 = b
+    if b0 <= 0 <= b1 or not ((not isinstance(b0, float) or b0 - b0 == 0) and
+                             (not isinstance(b1, float) or b1 - b1 == 0)):  # _finite
         return (-math.inf, math.inf)
     return _mul(a, (1 / b[1], 1 / b[0]))
 
@@ -291,7 +301,7 @@ def interval(op: str, ranges: list, exact: bool):
     the result is not a condition); `exact`: the ranges are exact, not widened."""
     if op == "if":
         return _if_range(*ranges)
-    if any(r is UNKNOWN for r in ranges):
+    if UNKNOWN in ranges:  # a range is a pair, never equal to None
         return (0, 1) if op in BOOL_RESULT else UNKNOWN
     if op in FRAGILE:
         ranges = [_widen(r, exact) for r in ranges]
@@ -494,13 +504,13 @@ OPERATORS: dict[str, Operator] = {o.name: o for o in (
             inline="neg"),
     _record("sum", exact=lambda *a: sum((Fraction(x) for x in a), Fraction(0)),
             scalar=lambda *a: sum(a), vector=_nary(lambda a, b: a + b),
-            interval=lambda *r: (sum(x[0] for x in r), sum(x[1] for x in r)), z3=_z3_sum,
+            interval=lambda *r: (sum([x[0] for x in r]), sum([x[1] for x in r])), z3=_z3_sum,
             z3_value=lambda *a: sum(a), inline="sum"),
     _record("min", exact=lambda *a: min(a), scalar=min, vector=_nary(np.minimum),
-            interval=lambda *r: (min(x[0] for x in r), min(x[1] for x in r)), z3=_z3_min,
+            interval=lambda *r: (min([x[0] for x in r]), min([x[1] for x in r])), z3=_z3_min,
             z3_value=lambda *a: min(a), inline="min"),
     _record("max", exact=lambda *a: max(a), scalar=max, vector=_nary(np.maximum),
-            interval=lambda *r: (max(x[0] for x in r), max(x[1] for x in r)), z3=_z3_max,
+            interval=lambda *r: (max([x[0] for x in r]), max([x[1] for x in r])), z3=_z3_max,
             z3_value=lambda *a: max(a), inline="max"),
     _record("abs", exact=abs, scalar=abs, vector=lambda a: abs(a), interval=_abs_range,
             z3=_z3_abs, z3_value=abs),
