@@ -1,0 +1,47 @@
+"""The interval operators written out for speed return what the plain forms
+returned: the same values, types and signs of zero (the search's ranges, and so
+its trees and plans, depend on them to the bit)."""
+
+import itertools
+import math
+from fractions import Fraction
+
+from kbsolve.program import operators as ops
+
+EDGES = [0, 1, -2, 0.0, -0.0, 1.5, -3.25, math.inf, -math.inf, math.nan, Fraction(1, 3)]
+
+
+def _mul_reference(a, b):
+    products = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+    products = [0 if p != p else p for p in products]
+    return min(products), max(products)
+
+
+def _same(x, y) -> bool:
+    if isinstance(x, tuple):
+        return isinstance(y, tuple) and len(x) == len(y) and all(map(_same, x, y))
+    if x != x:
+        return y != y
+    return type(x) is type(y) and x == y and math.copysign(1, x) == math.copysign(1, y)
+
+
+def test_mul_and_division_match_the_plain_forms():
+    pairs = [p for p in itertools.product(EDGES, repeat=2) if not p[0] > p[1]]  # ranges
+    for a, b in itertools.product(pairs, pairs[::3]):
+        assert _same(ops._mul(a, b), _mul_reference(a, b)), (a, b)
+        if b[0] <= 0 <= b[1] or not ops._finite(b[0], b[1]):
+            expected = (-math.inf, math.inf)
+        else:
+            expected = _mul_reference(a, (1 / b[1], 1 / b[0]))
+        assert _same(ops._divr(a, b), expected), (a, b)
+
+
+def test_nary_ranges_and_unknown_match_the_plain_forms():
+    ranges = [(0, 1.5), (-0.0, 0.0), (Fraction(1, 3), math.inf), (-2, 7)]
+    assert _same(ops.interval("sum", ranges, True),
+                 (sum(r[0] for r in ranges), sum(r[1] for r in ranges)))
+    assert _same(ops.interval("min", ranges, True), (-2, 0.0))
+    assert _same(ops.interval("max", ranges, True), (Fraction(1, 3), math.inf))
+    assert ops.interval("+", [(1, 2), ops.UNKNOWN], True) is ops.UNKNOWN
+    assert ops.interval("and", [(1, 1), ops.UNKNOWN], True) == (0, 1)
+    assert _same(ops.interval("*", [(-0.0, 2), (3, math.inf)], True), (-0.0, math.inf))
