@@ -314,7 +314,9 @@ class Expr:
         """bound()'s memo miss (also read inline by the search's tracker)."""
         if len(memo) > 1 << 14:
             memo.clear()
-        found = memo[key] = self._range(j, k, idx)
+        linked = self._linked[j]  # _range, its linked level called here (one call less)
+        found = memo[key] = self._range(j, k, idx) if linked.__class__ is int \
+            else linked(k, idx)
         self._misses += 1
         if self._misses == MEMO_TRIAL and len(memo) >= MEMO_TRIAL:
             calls = self._misses + self._hits
@@ -326,7 +328,9 @@ class Expr:
         """A memo miss of linked code (program/link.py reads the memo inline)."""
         if len(memo) > 1 << 14:
             memo.clear()
-        found = memo[key] = self._range(j, k, idx)
+        linked = self._linked[j]
+        found = memo[key] = self._range(j, k, idx) if linked.__class__ is int \
+            else linked(k, idx)
         return found
 
     def _range(self, j: int, k: int, idx: list[int]):
