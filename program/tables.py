@@ -100,12 +100,13 @@ class Table:
             _, perm, masks = full
             low = self.array.astype(np.int8) if self.kind == "bool" else self.array
             low = np.transpose(low, perm) if perm != sorted(perm) else low
-            if all(mask.all() for mask in masks):
+            left_out = _left_out(masks)
+            if not left_out:
                 high = low
             elif self.kind == "num":
-                low, high = _hidden(low, masks, np.inf), _hidden(low, masks, -np.inf)
+                low, high = _hidden(low, left_out, np.inf), _hidden(low, left_out, -np.inf)
             else:
-                low, high = _hidden(low, masks, 1), _hidden(low, masks, 0)
+                low, high = _hidden(low, left_out, 1), _hidden(low, left_out, 0)
             full[0] = (low, high)
         return full[0]
 
@@ -203,12 +204,13 @@ class Table:
             return {}
         array = self.floats()
         masks = [allowed[axis] for axis in self.deps]
-        if all(mask.all() for mask in masks):
+        left_out = _left_out(masks)
+        if not left_out:
             masked = array  # every value allowed: nothing to hide
         else:
             if not all(mask.any() for mask in masks):
                 return {}
-            masked = _hidden(array, masks, np.inf)
+            masked = _hidden(array, left_out, np.inf)
         floor = float(masked.min())
         out = {}
         leading = masked  # the table reduced over the axes before i
@@ -810,14 +812,18 @@ def allowed_mask(sizes, masks: list) -> np.ndarray:
     return mask
 
 
-def _hidden(array, masks: list, fill):
+def _left_out(masks: list) -> list:
+    """(axis, its values not allowed) for each axis whose mask leaves some out."""
+    return [(i, ~mask) for i, mask in enumerate(masks) if not mask.all()]
+
+
+def _hidden(array, left_out: list, fill):
     """A copy of the array with `fill` wherever some axis's value is not
     allowed (np.where over allowed_mask's product, without building it): the
-    disallowed values of each axis set as slices."""
+    values _left_out found set as slices, axis by axis."""
     out = array.copy()
-    for i, mask in enumerate(masks):
-        if not mask.all():
-            out[(slice(None),) * i + (~mask,)] = fill
+    for i, outside in left_out:
+        out[(slice(None),) * i + (outside,)] = fill
     return out
 
 
