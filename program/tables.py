@@ -257,6 +257,44 @@ def read_bounds(readers, k: int, idx: list[int]) -> list:
     return out
 
 
+def _arg_reader(cell, k: int) -> tuple:
+    """reader_of(cell, k) and, for an expression, its memo level j and key as
+    bound(k, ...) finds them: they depend on k only through the reading
+    level (an argument's places are among its expression's), so a level
+    finds them once. (None, None) where bound() itself answers."""
+    cell, level = reader_of(cell, k)
+    if isinstance(cell, Expr):
+        j = bisect.bisect_left(cell._places, k)
+        return cell, level, j, cell._keys[j]
+    return cell, level, None, None
+
+
+def _args_read(readers, k: int, idx: list[int]) -> list:
+    """read_bounds over _arg_reader's readers, an expression's memo read here
+    (Expr.bound written out, as the search's tracker reads it)."""
+    out = []
+    for cell, level, j, key in readers:
+        if level is not None:
+            pairs, low, high, listed = level
+            at = 0
+            for place, stride in pairs:
+                at += idx[place] * stride
+            out.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
+            continue
+        memo = cell._memo if key is not None else None
+        if memo is None:
+            out.append(cell.bound(k, idx))
+            continue
+        slot = (j, key(idx))
+        found = memo.get(slot, _MISS)
+        if found is _MISS:
+            found = cell._fill(j, k, idx, slot, memo)
+        else:
+            cell._hits += 1
+        out.append(found)
+    return out
+
+
 def _read(reader: tuple, k: int, idx: list[int]):
     """One reader's range, expressions walked (Expr._walked)."""
     return _walk(*reader, k, idx)
@@ -353,17 +391,17 @@ class Expr:
     def _stepped(self, j: int, k: int, idx: list[int]):
         readers = self._readers[j]
         if readers is None:
-            readers = self._readers[j] = [reader_of(a, k) for a in self.args]
+            readers = self._readers[j] = [_arg_reader(a, k) for a in self.args]
         if self.op == "if":
-            test = read_bounds(readers[:1], k, idx)[0]
+            test = _args_read(readers[:1], k, idx)[0]
             if test is UNKNOWN:
                 return UNKNOWN
             if test[0]:
-                return read_bounds(readers[1:2], k, idx)[0]
+                return _args_read(readers[1:2], k, idx)[0]
             if not test[1]:
-                return read_bounds(readers[2:], k, idx)[0]
-            return interval("if", [test, *read_bounds(readers[1:], k, idx)], self.exact)
-        return interval(self.op, read_bounds(readers, k, idx), self.exact)
+                return _args_read(readers[2:], k, idx)[0]
+            return interval("if", [test, *_args_read(readers[1:], k, idx)], self.exact)
+        return interval(self.op, _args_read(readers, k, idx), self.exact)
 
     def _walked(self, j: int, k: int, idx: list[int]):
         """_range by walking the tree (the reference the linked code must equal)."""

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kbsolve import api
+from kbsolve.program import link as link_module
 from kbsolve.program import tables
 from kbsolve.program.link import link
 from kbsolve.program.query import Query, resolve
@@ -37,22 +38,38 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize("fields,budget", QUERIES, ids=lambda f: str(f))
 def test_linked_ranges_are_the_walks(kb, monkeypatch, fields, budget):
     linked = tables.Expr._range
-    seen = {"calls": 0, "differ": []}
+    seen = {"calls": 0, "linked": 0, "differ": []}
+
+    def check(expr, j, k, idx, found):
+        walked = expr._walked(j, k, idx)
+        seen["calls"] += 1
+        if not _same(found, walked):
+            seen["differ"].append((expr.op, j, k, found, walked))
 
     def checked(self, j, k, idx):
         found = linked(self, j, k, idx)
-        walked = self._walked(j, k, idx)
-        seen["calls"] += 1
-        if not _same(found, walked):
-            seen["differ"].append((self.op, j, k, found, walked))
+        check(self, j, k, idx, found)
         return found
+
+    real_link = link_module.link
+
+    def checked_link(expr, k):  # a memo miss calls its linked level directly
+        fn, j = real_link(expr, k), bisect.bisect_left(expr._places, k)
+
+        def run(k, idx):
+            found = fn(k, idx)
+            seen["linked"] += 1
+            check(expr, j, k, idx, found)
+            return found
+        return run
 
     problem = resolve(kb, Query(**fields)).problem
     monkeypatch.setattr(tables.Expr, "_range", checked)
+    monkeypatch.setattr(link_module, "link", checked_link)
     with_check = Search(problem).run(budget=budget)
-    monkeypatch.setattr(tables.Expr, "_range", linked)
+    monkeypatch.undo()
     plain = Search(problem).run(budget=budget)
-    assert seen["calls"] > 100
+    assert seen["calls"] > 100 and seen["linked"] > 100
     assert seen["differ"] == []
     assert (with_check.status, with_check.nodes, with_check.chosen) == \
         (plain.status, plain.nodes, plain.chosen)
