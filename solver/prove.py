@@ -6,6 +6,7 @@ explanations the tables cannot settle). Imported only when needed.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -237,7 +238,7 @@ class CoreFinder:
         return False
 
     def clash(self, extra: list | None = None, without: tuple = (),
-              likely=None) -> list[str] | None:
+              likely=None, grouped=None) -> list[str] | None:
         """None when satisfiable; else the minimal core (names of parts), minimised by
         deletion in name order: a part goes when the others still clash. A check
         that clashes leaves its own core (a subset of what it was asked); a later
@@ -246,8 +247,11 @@ class CoreFinder:
         one every check would have given. `likely(name)`: a guess of the parts a
         minimal core keeps; once every part still to be tried is outside it, the
         parts kept so far are asked alone, and if they clash, every deletion after
-        is settled without a check (one check instead of one per part left). The
-        guess changes how many checks run, never the core."""
+        is settled without a check (one check instead of one per part left).
+        `grouped(name)`: parts that usually go together (consent rules: Z3's first
+        core holds many, a minimal one few); a run of them in the order is first
+        tried as a whole (_run_goes). Neither guess changes the core, only how many
+        checks run."""
         extra = extra or []
         names = [n for n in self.marks if n not in without]
         if self._holds(names, extra) != z3.unsat:
@@ -255,26 +259,62 @@ class CoreFinder:
         core = sorted(str(m) for m in self.solver.unsat_core() if str(m) in self.marks)
         clashing: list[set[str]] = []  # parts some check proved to clash (with `extra`)
         order = list(core)
+        decided: set[str] = set()  # parts a run's deletion settled ahead of the loop
         guessed = likely is None
         for at, name in enumerate(order):
+            if name in decided:
+                continue
             if not guessed and not any(likely(n) for n in order[at:]):
                 guessed = True  # the rest of the order: parts the guess expects to go
-                kept = core[:len(core) - (len(order) - at)]
+                kept = [n for n in core if n not in order[at:]]
                 if kept and not any(known.issubset(kept) for known in clashing) and \
                         self._holds(kept, extra) == z3.unsat:
-                    clashing.append({str(m) for m in self.solver.unsat_core()
-                                     if str(m) in self.marks})
-            rest = [n for n in core if n != name]
-            if any(known.issubset(rest) for known in clashing):
-                core.remove(name)  # the rest holds a set that clashes: unsat, no check
-                continue
-            if self._holds(rest, extra) == z3.unsat:
-                clashing.append({str(m) for m in self.solver.unsat_core()
-                                 if str(m) in self.marks})
-                core.remove(name)
+                    clashing.append(self._core_names())
+            if grouped is not None and grouped(name):
+                run = list(itertools.takewhile(grouped, order[at:]))
+                if len(run) > 1:
+                    self._run_goes(core, run, clashing, extra)
+                    decided.update(run)
+                    continue
+            self._goes(core, name, clashing, extra)
         if not extra:
             self.clashes.append(frozenset(core))
         return core
+
+    def _goes(self, core: list[str], name: str, clashing: list, extra: list) -> None:
+        """One deletion: `name` leaves `core` when the rest still clashes."""
+        rest = [n for n in core if n != name]
+        if any(known.issubset(rest) for known in clashing):
+            core.remove(name)  # the rest holds a set that clashes: unsat, no check
+        elif self._holds(rest, extra) == z3.unsat:
+            clashing.append(self._core_names())
+            core.remove(name)
+
+    def _run_goes(self, core: list[str], run: list[str], clashing: list,
+                  extra: list) -> None:
+        """The deletions of `run` (consecutive parts of the name order, all still in
+        `core`), each as deletion in name order decides it: when the core without the
+        whole run clashes, each part's deletion leaves a superset of that clash, so all
+        go at once; else the first half, then the second, in turn (one part alone: its
+        own deletion)."""
+        if len(run) == 1:
+            self._goes(core, run[0], clashing, extra)
+            return
+        rest = [n for n in core if n not in run]
+        goes = any(known.issubset(rest) for known in clashing)
+        if not goes and self._holds(rest, extra) == z3.unsat:
+            clashing.append(self._core_names())
+            goes = True
+        if goes:
+            for name in run:
+                core.remove(name)
+            return
+        half = len(run) // 2
+        self._run_goes(core, run[:half], clashing, extra)
+        self._run_goes(core, run[half:], clashing, extra)
+
+    def _core_names(self) -> set[str]:
+        return {str(m) for m in self.solver.unsat_core() if str(m) in self.marks}
 
 
 def feasibility(problem: Problem) -> Outcome:
@@ -297,12 +337,12 @@ def minimal_core(model: Model) -> list[str]:
     optin_of = model.p.program.optin_of
     consent = tuple(name for name in model.parts
                     if name.startswith("rule:") and optin_of(name[5:]) is not None)
-    likely = _likely(consent)
+    likely, grouped = _likely(consent), frozenset(consent).__contains__
     if consent:
         core = finder.clash(without=consent, likely=likely)
         if core is not None:
             return core
-    return finder.clash(likely=likely) or []
+    return finder.clash(likely=likely, grouped=grouped) or []
 
 
 def core_finder(model: Model) -> CoreFinder:

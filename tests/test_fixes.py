@@ -102,6 +102,39 @@ def test_the_cores_guess_saves_checks_and_never_changes_the_core(kb):
     assert counts[1] < counts[0]
 
 
+@pytest.mark.parametrize("fields", [
+    {"gpus": "1x4090", "model": "llama3-70b"},  # one consent rule in the core
+    {"gpus": "1x4090", "model": "qwen3-30b-a3b"},  # two
+], ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_a_run_of_consent_rules_deleted_at_once_gives_the_plain_deletions_core(kb, fields):
+    """Deleting a run of consent rules as a whole (halves where a part is needed) gives
+    the core that one deletion check per part gives from the same first core."""
+    from kbsolve.solver.prove import CoreFinder, _likely
+    problem = refused(kb, **fields).model.p
+    consent = tuple(consent_of(Model(problem)))
+    runs = []
+    for grouped in (None, frozenset(consent).__contains__):
+        finder = CoreFinder(Model(problem))
+        checks, check = [0], finder.solver.check
+
+        def counted(*args, check=check, checks=checks):
+            checks[0] += 1
+            return check(*args)
+        finder.solver.check = counted
+        runs.append((finder.clash(likely=_likely(consent), grouped=grouped), checks[0]))
+    (ungrouped, singly), (core, grouped_checks) = runs
+    fresh = CoreFinder(Model(problem))
+    assert fresh.solver.check([fresh.marks[n] for n in fresh.marks]) == z3.unsat
+    first = sorted(str(m) for m in fresh.solver.unsat_core() if str(m) in fresh.marks)
+    plain = list(first)
+    for name in first:
+        if fresh.solver.check([fresh.marks[n] for n in plain if n != name]) == z3.unsat:
+            plain.remove(name)
+    assert core == ungrouped == plain and set(core) & set(consent)
+    if fields["model"] == "llama3-70b":  # one needed rule in a run of ten: halves pay
+        assert grouped_checks < singly
+
+
 def test_a_sat_checks_model_answers_later_checks_it_satisfies_as_z3_would(kb):
     """The refusal's core and consent fixes with witnesses (the models of earlier sat
     checks) equal those without, with fewer Z3 checks; each answer a witness gave is
