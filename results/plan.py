@@ -1,7 +1,9 @@
 """The plan: what `kbsolve` answers, as a pydantic model (its JSON schema is
-published in docs/plan.schema.json)."""
+published in docs/plan.schema.json).
 
-from __future__ import annotations
+No `from __future__ import annotations`: each field's type is an object when its class is
+built, so pydantic evaluates no string annotation on a cold plan (issue 25; every class
+names only classes above it)."""
 
 from typing import Any, Literal
 

@@ -368,3 +368,30 @@ def test_rule_files_are_named_as_pathlib_named_them(where, monkeypatch):
         assert _display(path) == by_pathlib(path), path
     assert _display(kb / "llamafactory" / "batch.kb") == os.path.join("kb", "llamafactory",
                                                                       "batch.kb")
+
+
+def test_the_command_imports_numpy_without_its_doc_modules(tmp_path):
+    """start() gives numpy empty doc modules (its C objects keep no docstring, numpy works);
+    a program that imports kbsolve keeps numpy's docs."""
+    command = _run("from kbsolve.cli import start; start(); import numpy; "
+                   "print(numpy.ndarray.__doc__ is None, numpy.arange(4).sum())", tmp_path)
+    library = _run("import kbsolve.api, numpy; print(numpy.ndarray.__doc__ is None)", tmp_path)
+    assert command.returncode == 0 and library.returncode == 0, command.stderr + library.stderr
+    assert command.stdout.split() == ["True", "6"]
+    assert library.stdout.split() == ["False"]
+
+
+def test_an_empty_numpy_doc_module_reads_other_names_from_numpy(tmp_path):
+    """A name numpy's doc module has comes from that module, loaded aside; a name neither
+    has is missing as ever; numpy imported first is left as it is."""
+    done = _run("import sys; from kbsolve import api; api.without_numpy_docstrings(); "
+                "from numpy._core import _add_newdocs as docs; "
+                "print(docs.add_newdoc.__name__, hasattr(docs, 'no_such_name'), "
+                "'__file__' in vars(docs))", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["add_newdoc", "False", "False"]
+    late = _run("import sys, numpy; from kbsolve import api; api.without_numpy_docstrings(); "
+                "print(len(sys.meta_path) == len(set(map(id, sys.meta_path))), "
+                "api._NoNumpyDocs in sys.meta_path)", tmp_path)
+    assert late.returncode == 0, late.stderr
+    assert late.stdout.split() == ["True", "False"]
