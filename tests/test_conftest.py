@@ -1,6 +1,7 @@
-"""tests/conftest.py skips `slow` and `ci` tests by their markers, never by keywords: a
-folder named `ci` or `slow` (a clone in `ci/`, CI's own workspace) is a keyword of every
-test below it, and xdist's workers saw the checkout's folder name too."""
+"""tests/conftest.py under pytest-xdist (the README's command) and in any folder: `slow`
+and `ci` tests are skipped by their markers, never by keywords (a folder named `ci` or
+`slow`, a clone's, is a keyword of every test below it), and `--cpu-durations` lists the
+workers' tests."""
 
 from __future__ import annotations
 
@@ -33,13 +34,16 @@ def test_slow():
 '''
 
 
-def test_a_folder_named_ci_or_slow_skips_only_the_marked_tests(tmp_path):
+def test_a_folder_named_ci_or_slow_skips_only_the_marked_tests_and_workers_report_cpu(
+        tmp_path):
     (tmp_path / "ci" / "slow").mkdir(parents=True)
     shutil.copyfile(TESTS / "conftest.py", tmp_path / "ci" / "conftest.py")
     (tmp_path / "ci" / "slow" / "test_cases.py").write_text(CASES, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "KBSOLVE_SLOW"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", "ci"], cwd=tmp_path, env=env,
+                           "-n", "2", "--cpu-durations=0", "ci"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 2 skipped" in done.stdout, done.stdout
+    assert "CPU time per test:" in done.stdout and " over 3 tests" in done.stdout, done.stdout
+    assert "ci/slow/test_cases.py::test_plain" in done.stdout, done.stdout
