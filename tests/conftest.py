@@ -151,7 +151,8 @@ def pytest_collection_modifyitems(config, items):
         if marker in words:
             continue
         for item in items:
-            if marker in item.keywords:
+            if item.get_closest_marker(marker) is not None:  # not keywords: a folder
+                # named `ci` (a clone's) is a keyword of every test below it
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
@@ -164,6 +165,7 @@ def pytest_addoption(parser):
 
 
 _CPU: dict[str, list[float]] = {}
+_STARTED = pytest.StashKey[tuple]()
 
 
 def _cpu_now() -> float:
@@ -173,9 +175,25 @@ def _cpu_now() -> float:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    cpu, wall = _cpu_now(), time.perf_counter()
+    item.stash[_STARTED] = (_cpu_now(), time.perf_counter())
     yield
-    _CPU[item.nodeid] = [_cpu_now() - cpu, time.perf_counter() - wall]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test's CPU and wall time ride on its teardown report: under pytest-xdist the
+    worker measures and the controller, which prints the table, reads the report."""
+    outcome = yield
+    if call.when == "teardown" and item.config.getoption("--cpu-durations") is not None:
+        cpu, wall = item.stash[_STARTED]
+        outcome.get_result().user_properties.append(
+            ("cpu_wall_s", [_cpu_now() - cpu, time.perf_counter() - wall]))
+
+
+def pytest_runtest_logreport(report):
+    for name, value in report.user_properties:
+        if name == "cpu_wall_s":
+            _CPU[report.nodeid] = list(value)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -1,0 +1,49 @@
+"""tests/conftest.py under pytest-xdist (the README's command) and in any folder: `slow`
+and `ci` tests are skipped by their markers, never by keywords (a folder named `ci` or
+`slow`, a clone's, is a keyword of every test below it), and `--cpu-durations` lists the
+workers' tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+CASES = '''
+import pytest
+
+pytestmark = pytest.mark.empty_kb_cache  # no KB needed
+
+
+def test_plain():
+    pass
+
+
+@pytest.mark.ci
+def test_ci():
+    pass
+
+
+@pytest.mark.slow
+def test_slow():
+    pass
+'''
+
+
+def test_a_folder_named_ci_or_slow_skips_only_the_marked_tests_and_workers_report_cpu(
+        tmp_path):
+    (tmp_path / "ci" / "slow").mkdir(parents=True)
+    shutil.copyfile(TESTS / "conftest.py", tmp_path / "ci" / "conftest.py")
+    (tmp_path / "ci" / "slow" / "test_cases.py").write_text(CASES, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "KBSOLVE_SLOW"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "-n", "2", "--cpu-durations=0", "ci"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed, 2 skipped" in done.stdout, done.stdout
+    assert "CPU time per test:" in done.stdout and " over 3 tests" in done.stdout, done.stdout
+    assert "ci/slow/test_cases.py::test_plain" in done.stdout, done.stdout
