@@ -15,7 +15,30 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_plan_prints_config_memory_and_speed(capsys):
+_PLANS: dict[str, object] = {}
+
+
+@pytest.fixture
+def solve_once(monkeypatch):
+    """The command's `api.solve` on the shipped KB (no packs) solved once per run for each
+    distinct set of fields and solver, each caller getting a deep copy: for the tests of
+    what the command prints for a plan, several of which print the same query's plan
+    (its formats, --explain). The first call is the real solve of exactly those fields."""
+    from kbsolve import api
+    real = api.solve
+
+    def solve(query, kb=None, *, packs=None, solver="z3"):
+        if kb is not None or packs or not isinstance(query, dict):
+            return real(query, kb, packs=packs, solver=solver)
+        key = json.dumps([query, solver], sort_keys=True, default=str)
+        if key not in _PLANS:
+            _PLANS[key] = real(query, packs=packs, solver=solver)
+        return _PLANS[key].model_copy(deep=True)
+
+    monkeypatch.setattr(api, "solve", solve)
+
+
+def test_plan_prints_config_memory_and_speed(solve_once, capsys):
     code, out, err = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0")
     assert code == 0
     assert "kbsolve: optimal" in out
@@ -23,7 +46,7 @@ def test_plan_prints_config_memory_and_speed(capsys):
     assert "finetuning_type" in out and "[default]" in out and "[speed]" in out
 
 
-def test_alias_choice_is_stated(capsys):
+def test_alias_choice_is_stated(solve_once, capsys):
     code, out, _ = run(capsys, "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "0")
     assert code == 0
     assert "GPU 'A100' taken as A100-80G-SXM" in out
@@ -38,7 +61,7 @@ def test_infeasible_exits_1_with_core_and_fixes(capsys):
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml", "markdown"])
-def test_formats(capsys, fmt):
+def test_formats(solve_once, capsys, fmt):
     code, out, _ = run(capsys, "--gpus", "8xA100", "--model", "qwen3-8b", "--top", "0",
                        "--format", fmt)
     assert code == 0
@@ -50,7 +73,7 @@ def test_formats(capsys, fmt):
         assert out.startswith("# kbsolve plan")
 
 
-def test_explain_one_option(capsys):
+def test_explain_one_option(solve_once, capsys):
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
                        "--explain", "flash_attn")
     assert code == 0
@@ -59,7 +82,7 @@ def test_explain_one_option(capsys):
     assert "Memory terms in this plan" in out
 
 
-def test_unrequested_library_needs_allow(capsys):
+def test_unrequested_library_needs_allow(solve_once, capsys):
     code, out, _ = run(capsys, "--gpus", "1x4090", "--model", "qwen3-8b", "--top", "0",
                        "--explain", "use_unsloth")
     assert code == 0
@@ -119,6 +142,7 @@ def test_estimate_of_a_broken_config_exits_1(capsys):
     assert "breaks rules" in out and "P18" in out
 
 
+@pytest.mark.ci  # a child process (CI's own step); main(['kb', 'test', ...]) runs in test_packs.py
 def test_kb_test_command_in_a_subprocess():
     done = run_kbsolve(["kb", "test", "-k", "unsloth", "--coverage"])
     assert done.returncode == 0, done.stdout + done.stderr

@@ -26,6 +26,13 @@ def refused(kb, **fields):
     return outcome
 
 
+@pytest.fixture(scope="module")
+def refused_70b(kb):
+    """The problem of the refusal that several tests take apart (1x4090 llama3-70b),
+    refused once per module; each test builds its own Model (and core finder) on it."""
+    return refused(kb, gpus="1x4090", model="llama3-70b").model.p
+
+
 def consent_of(model):
     optin_of = model.p.program.optin_of
     return {name: part for name, part in model.parts.items()
@@ -83,9 +90,9 @@ def test_a_memory_sum_adds_the_programs_terms_in_key_order(kb):
             assert keys == sorted(keys)
 
 
-def test_the_cores_guess_saves_checks_and_never_changes_the_core(kb):
+def test_the_cores_guess_saves_checks_and_never_changes_the_core(refused_70b):
     from kbsolve.solver.prove import CoreFinder, _likely
-    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    problem = refused_70b
     counts, cores = [], []
     for likely in (None, _likely(tuple(consent_of(Model(problem))))):
         finder = CoreFinder(Model(problem))
@@ -135,12 +142,12 @@ def test_a_run_of_consent_rules_deleted_at_once_gives_the_plain_deletions_core(k
         assert grouped_checks < singly
 
 
-def test_a_sat_checks_model_answers_later_checks_it_satisfies_as_z3_would(kb):
+def test_a_sat_checks_model_answers_later_checks_it_satisfies_as_z3_would(refused_70b):
     """The refusal's core and consent fixes with witnesses (the models of earlier sat
     checks) equal those without, with fewer Z3 checks; each answer a witness gave is
     the one a fresh solver gives."""
     from kbsolve.solver import prove
-    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    problem = refused_70b
     runs = []
     for use_witnesses in (False, True):
         model = Model(problem)
@@ -190,11 +197,11 @@ def test_a_witness_answers_no_check_with_an_extra_assumption(kb):
     assert checks[0] == 1
 
 
-def test_a_check_holding_a_known_clash_is_unsat_as_z3_says(kb):
+def test_a_check_holding_a_known_clash_is_unsat_as_z3_says(refused_70b):
     """After the refusal's minimal core, a pin fix's check keeps every part of the core
     (the core holds no pin): unsat without asking Z3, and a fresh solver agrees."""
     from kbsolve.solver import prove
-    problem = refused(kb, gpus="1x4090", model="llama3-70b").model.p
+    problem = refused_70b
     model = Model(problem)
     finder = prove.core_finder(model)
     core = prove.minimal_core(model)

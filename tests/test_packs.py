@@ -84,6 +84,7 @@ def test_kbsolve_path_is_the_same_as_kb(monkeypatch, capsys):
     assert "PASS  llamafactory.org_refuses_other_gpus" in capsys.readouterr().out
 
 
+@pytest.mark.ci  # a whole deep check of a docs example (~7 s); CI's own step runs it
 def test_org_pack_deep_check_finds_no_error():
     # the pack's modules are all `for llamafactory`: the other spaces cannot hold its rules
     report = api.deep_check([ORG], frameworks=["llamafactory"])

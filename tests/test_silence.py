@@ -106,6 +106,7 @@ def test_the_pack_of_a_file_as_spans_name_it(tmp_path, monkeypatch):
     assert pack_of(str(tmp_path / "nowhere" / "x.kb"), roots) is None
 
 
+@pytest.mark.ci  # a whole KB build for a docs snippet (~6 s); CI's own step runs it
 def test_the_reference_example_checks(tmp_path):
     """docs/dsl.md's `silence` example passes `kb check` as the page's snippets do."""
     import re
