@@ -33,6 +33,20 @@ def refused_70b(kb):
     return refused(kb, gpus="1x4090", model="llama3-70b").model.p
 
 
+def clash_counting_checks(problem, **clash_options) -> tuple:
+    """A fresh core finder's clash(**clash_options) on the problem, and how many Z3
+    checks it ran."""
+    from kbsolve.solver.prove import CoreFinder
+    finder = CoreFinder(Model(problem))
+    checks, check = [0], finder.solver.check
+
+    def counted(*args):
+        checks[0] += 1
+        return check(*args)
+    finder.solver.check = counted
+    return finder.clash(**clash_options), checks[0]
+
+
 def consent_of(model):
     optin_of = model.p.program.optin_of
     return {name: part for name, part in model.parts.items()
@@ -91,19 +105,13 @@ def test_a_memory_sum_adds_the_programs_terms_in_key_order(kb):
 
 
 def test_the_cores_guess_saves_checks_and_never_changes_the_core(refused_70b):
-    from kbsolve.solver.prove import CoreFinder, _likely
+    from kbsolve.solver.prove import _likely
     problem = refused_70b
     counts, cores = [], []
     for likely in (None, _likely(tuple(consent_of(Model(problem))))):
-        finder = CoreFinder(Model(problem))
-        checks, check = [0], finder.solver.check
-
-        def counted(*args, check=check, checks=checks):
-            checks[0] += 1
-            return check(*args)
-        finder.solver.check = counted
-        cores.append(finder.clash(likely=likely))
-        counts.append(checks[0])
+        core, checks = clash_counting_checks(problem, likely=likely)
+        cores.append(core)
+        counts.append(checks)
     assert cores[0] == cores[1] == ["memory:fit", "memory:host_fit",
                                     "rule:llamafactory.ALLOW_quantization"]
     assert counts[1] < counts[0]
@@ -119,16 +127,8 @@ def test_a_run_of_consent_rules_deleted_at_once_gives_the_plain_deletions_core(k
     from kbsolve.solver.prove import CoreFinder, _likely
     problem = refused(kb, **fields).model.p
     consent = tuple(consent_of(Model(problem)))
-    runs = []
-    for grouped in (None, frozenset(consent).__contains__):
-        finder = CoreFinder(Model(problem))
-        checks, check = [0], finder.solver.check
-
-        def counted(*args, check=check, checks=checks):
-            checks[0] += 1
-            return check(*args)
-        finder.solver.check = counted
-        runs.append((finder.clash(likely=_likely(consent), grouped=grouped), checks[0]))
+    runs = [clash_counting_checks(problem, likely=_likely(consent), grouped=grouped)
+            for grouped in (None, frozenset(consent).__contains__)]
     (ungrouped, singly), (core, grouped_checks) = runs
     fresh = CoreFinder(Model(problem))
     assert fresh.solver.check([fresh.marks[n] for n in fresh.marks]) == z3.unsat
