@@ -51,48 +51,7 @@ def without_pydantic_plugins() -> None:
     name is read from the real loader. kbsolve's models are its own; a plugin (an
     observability hook, say) watches the programs that import pydantic, which a program
     importing kbsolve still is: only the command's process is changed."""
-    import sys
-    if PYDANTIC_PLUGIN_LOADER not in sys.modules and _NoPlugins not in sys.meta_path:
-        sys.meta_path.insert(0, _NoPlugins)
-
-
-class _NoPlugins:
-    """The import system's finder and loader of the one module it replaces."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name != PYDANTIC_PLUGIN_LOADER:
-            return None
-        from importlib.machinery import ModuleSpec
-        return ModuleSpec(name, _NoPlugins)
-
-    @staticmethod
-    def create_module(spec):
-        return None  # the default module
-
-    @staticmethod
-    def exec_module(module) -> None:
-        module.get_plugins = _no_plugins
-        module.__getattr__ = _real_loader_attribute
-
-
-def _no_plugins() -> tuple:
-    return ()
-
-
-def _real_loader_attribute(name: str):
-    """A name the replaced loader lacks, from pydantic's own module (loaded aside, never in
-    sys.modules); dunder names, which the import system probes, are simply absent."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    import sys
-    from importlib.machinery import PathFinder
-    from importlib.util import module_from_spec
-    spec = PathFinder.find_spec(PYDANTIC_PLUGIN_LOADER,
-                                sys.modules["pydantic.plugin"].__path__)
-    real = module_from_spec(spec)
-    spec.loader.exec_module(real)
-    return getattr(real, name)
+    _first_finder(_NoPlugins, unless_imported=PYDANTIC_PLUGIN_LOADER)
 
 
 # numpy's modules that only attach docstrings to its C functions and types (add_newdoc,
@@ -105,28 +64,44 @@ def without_numpy_docstrings() -> None:
     of its C objects, as `python -OO` runs it: the command prints no numpy help. Each doc
     module is an empty one whose other names are read from numpy's own module (loaded
     aside, documenting as it loads); a program importing kbsolve keeps numpy's docs."""
-    import sys
-    if "numpy" not in sys.modules and _NoNumpyDocs not in sys.meta_path:
-        sys.meta_path.insert(0, _NoNumpyDocs)
+    _first_finder(_NoNumpyDocs, unless_imported="numpy")
 
 
-class _NoNumpyDocs:
-    """The import system's finder and loader of numpy's doc modules, empty."""
+class _StandIns:
+    """The import system's finder and loader of the modules it replaces: each holds the
+    names given, and any other name is read from the real module (_aside)."""
 
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name not in NUMPY_DOC_MODULES:
+    def __init__(self, modules: dict[str, dict]):
+        self.modules = modules
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.modules:
             return None
         from importlib.machinery import ModuleSpec
-        return ModuleSpec(name, _NoNumpyDocs)
+        return ModuleSpec(name, self)
 
-    @staticmethod
-    def create_module(spec):
+    def create_module(self, spec):
         return None  # the default module
 
-    @staticmethod
-    def exec_module(module) -> None:
+    def exec_module(self, module) -> None:
+        vars(module).update(self.modules[module.__name__])
         module.__getattr__ = _aside(module.__name__)
+
+
+def _no_plugins() -> tuple:
+    return ()
+
+
+_NoPlugins = _StandIns({PYDANTIC_PLUGIN_LOADER: {"get_plugins": _no_plugins}})
+_NoNumpyDocs = _StandIns({name: {} for name in NUMPY_DOC_MODULES})
+
+
+def _first_finder(finder: _StandIns, unless_imported: str) -> None:
+    """`finder` first in the import system, unless `unless_imported` is already imported
+    (its modules are then loaded as they are) or it is there."""
+    import sys
+    if unless_imported not in sys.modules and finder not in sys.meta_path:
+        sys.meta_path.insert(0, finder)
 
 
 def _aside(name: str):
