@@ -490,11 +490,14 @@ def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
     if not isinstance(cell, Table) or cell.kind != "num" or not cell.deps:
         return cell
     deps = set(cell.deps)
+    size = math.prod([sizes[a] for a in deps])  # cells over deps, kept as deps grows
     chosen = []
     for rule, options in _sharing(rules, deps):
-        union = deps | options
-        if math.prod(sizes[a] for a in union) <= limit:
-            deps.update(options)
+        extra = options - deps
+        grown = size * math.prod(map(sizes.__getitem__, extra)) if extra else size
+        if grown <= limit:
+            deps.update(extra)
+            size = grown
             chosen.append(rule)
     if not chosen:
         return cell
@@ -511,13 +514,36 @@ def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
             joined = alike.get(rule.deps)
             alike[rule.deps] = rule.array if joined is None else joined & rule.array
         for deps_, joined in alike.items():
-            np.logical_and(ok, joined.reshape([shape[i] if axis in deps_ else 1
-                                               for i, axis in enumerate(axes)]), out=ok)
+            _and_into(ok, joined, [axis in deps_ for axis in axes])
         if oks is not None:
             oks[key] = ok
     if cell.exact:
         array = array.astype(float)
     return Table(axes, shape, np.ascontiguousarray(np.where(ok, array, np.inf)), "num", False)
+
+
+AND_RUN = 64  # cells of the trailing run _and_into lays a rule's mask out over
+
+
+def _and_into(ok, part, spans: list[bool]) -> None:
+    """ok &= part, part over the axes of ok that `spans` marks. numpy walks a
+    broadcast operand one innermost run at a time, and a part over some
+    trailing axes but not all gives runs of a few cells (20k cells in runs of
+    2: ~40x slower than one long run), so such a part is first copied out over
+    the trailing axes that make a run of AND_RUN cells or more (a small copy).
+    The same booleans are and-ed, so the same mask."""
+    shape = ok.shape
+    start, run = len(shape), 1
+    while start > 0 and run < AND_RUN:
+        start -= 1
+        run *= shape[start]
+    view = part.reshape([size if spanned else 1 for size, spanned in zip(shape, spans)])
+    tail = spans[start:]
+    if any(tail) and not all(tail):
+        view = np.ascontiguousarray(np.broadcast_to(
+            view, [size if spanned or i >= start else 1
+                   for i, (size, spanned) in enumerate(zip(shape, spans))]))
+    np.logical_and(ok, view, out=ok)
 
 
 class Tables:

@@ -16,7 +16,8 @@ from kbsolve.dsl import ir
 from kbsolve.program.evaluate import Evaluator
 from kbsolve.program.program import kept
 from kbsolve.program.query import Query, resolve
-from kbsolve.program.tables import Expr, Table, Tables, masked, rule_tables
+from kbsolve.program import tables as tables_module
+from kbsolve.program.tables import Expr, Table, Tables, _and_into, masked, rule_tables
 from kbsolve.solver.search import Search
 
 QUERIES = [
@@ -97,6 +98,38 @@ def test_masked_finds_the_rules_a_scan_in_order_finds(kb, fields):
             assert a.array.size <= max(limit, cell.array.size)
     assert folded > 10
 
+
+
+def _broadcast_and(ok, part, spans) -> None:
+    """The plain path _and_into stands for: part broadcast over ok's axes."""
+    np.logical_and(ok, part.reshape([n if s else 1 for n, s in zip(ok.shape, spans)]), out=ok)
+
+
+@pytest.mark.parametrize("shape", [(7, 2, 4, 5, 3, 6, 2, 2), (2, 3, 70), (5,), (3, 2)])
+def test_and_into_is_the_broadcast_and(shape):
+    rng = np.random.default_rng(7)
+    start = rng.random(shape) > 0.2
+    for spans in itertools.product([False, True], repeat=len(shape)):
+        part = rng.random([n for n, s in zip(shape, spans) if s]) > 0.3
+        fast, plain = start.copy(), start.copy()
+        _and_into(fast, part, list(spans))
+        _broadcast_and(plain, part, list(spans))
+        assert np.array_equal(fast, plain) and fast.flags.c_contiguous
+
+
+@pytest.mark.parametrize("fields", QUERIES, ids=lambda f: f"{f['gpus']}-{f['model']}")
+def test_masked_tables_are_the_broadcast_ands(kb, fields, monkeypatch):
+    search = Search(resolve(kb, Query(**fields)).problem)
+    rules = [c for _, c in search.rules]
+    sizes = search.tables.sizes
+    summands = [c for root in search.memory + [search.time] for c in _cells(root)
+                if isinstance(c, Table) and c.kind == "num" and c.deps]
+    fast = [masked(cell, rule_tables(rules), sizes) for cell in summands]
+    monkeypatch.setattr(tables_module, "_and_into", _broadcast_and)
+    plain = [masked(cell, rule_tables(rules), sizes) for cell in summands]
+    assert sum(a is not cell for a, cell in zip(fast, summands)) > 10
+    for a, b in zip(fast, plain):
+        _same(a, b)
 
 def test_a_constants_table_is_built_once_per_kb_and_a_codes_table_per_query(kb):
     first, second = (resolve(kb, Query(**f)).problem for f in QUERIES[:2])
