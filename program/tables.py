@@ -463,23 +463,29 @@ class Expr:
 class _Rules(list):
     """rule_tables' list, with the places of the rules reading each option and
     the masks masked() has made of them (many summands fold the same rules in
-    over the same options)."""
+    over the same options; `kept_oks`: those over read-only rule arrays, kept
+    across searches)."""
 
     by_axis: dict
     oks: dict
+    kept_oks: dict | None
 
 
-def rule_tables(rules: list) -> list:
+def rule_tables(rules: list, kept_oks: dict | None = None) -> list:
     """The rules masked() can fold in (tables over some option), each with its
     options as a set, and by option the places of the rules that read it: found
-    once for the many cells a search masks."""
+    once for the many cells a search masks. `kept_oks` (a dict kept per KB):
+    where masks over kept (read-only) rule arrays are kept for later searches."""
     found = _Rules((rule, frozenset(rule.deps)) for rule in rules
                    if isinstance(rule, Table) and rule.deps)
-    found.by_axis, found.oks = {}, {}
+    found.by_axis, found.oks, found.kept_oks = {}, {}, kept_oks
     for i, (_, options) in enumerate(found):
         for axis in options:
             found.by_axis.setdefault(axis, []).append(i)
     return found
+
+
+KEPT_OK_CELLS = 1 << 22  # cells of the masks kept per KB (all dropped when more would be)
 
 
 def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
@@ -504,23 +510,51 @@ def masked(cell, rules: list, sizes: list[int], limit: int = LIMIT):
     axes = tuple(sorted(deps))
     shape = tuple(sizes[a] for a in axes)
     array = np.broadcast_to(_spread(cell, axes, shape, cell.exact), shape)
-    oks = getattr(rules, "oks", None)  # the masks met before, by the rules folded in
-    key = (axes, tuple(id(rule) for rule in chosen))
-    ok = None if oks is None else oks.get(key)
-    if ok is None:
-        ok = np.ones(shape, dtype=bool)
-        alike: dict[tuple, Any] = {}  # rules over the same options, joined at their size
-        for rule in chosen:
-            joined = alike.get(rule.deps)
-            alike[rule.deps] = rule.array if joined is None else joined & rule.array
-        for deps_, joined in alike.items():
-            _and_into(ok, joined, [axis in deps_ for axis in axes])
-        if oks is not None:
-            oks[key] = ok
+    ok = _ok_mask(rules, chosen, axes, shape)
     if cell.exact:
         array = array.astype(float)
     return Table(axes, shape, np.ascontiguousarray(np.where(ok, array, np.inf)), "num", False)
 
+
+def _ok_mask(rules: list, chosen: list, axes: tuple, shape: tuple):
+    """Where every chosen rule holds, over `axes`: made once per search for the
+    same rules (by identity) and, where every rule's array is a kept read-only
+    one, once per KB for the same arrays (by identity, held by the entry, so an
+    id is never another array's) over the same axes and shape."""
+    oks = getattr(rules, "oks", None)  # the masks met before, by the rules folded in
+    kept_oks = getattr(rules, "kept_oks", None)
+    if kept_oks is not None and all(not rule.array.flags.writeable for rule in chosen):
+        key = (axes, shape, tuple((id(rule.array), rule.deps) for rule in chosen))
+        found = kept_oks.get(key)
+        if found is not None:
+            return found[1]
+        ok = _and_rules(chosen, axes, shape)
+        cells = kept_oks.get("cells", 0) + ok.size
+        if cells > KEPT_OK_CELLS:
+            kept_oks.clear()
+            cells = ok.size
+        kept_oks["cells"] = cells
+        kept_oks[key] = ([rule.array for rule in chosen], ok)
+        return ok
+    key = (axes, tuple(id(rule) for rule in chosen))
+    ok = None if oks is None else oks.get(key)
+    if ok is None:
+        ok = _and_rules(chosen, axes, shape)
+        if oks is not None:
+            oks[key] = ok
+    return ok
+
+
+def _and_rules(chosen: list, axes: tuple, shape: tuple):
+    ok = np.ones(shape, dtype=bool)
+    alike: dict[tuple, Any] = {}  # rules over the same options, joined at their size
+    for rule in chosen:
+        joined = alike.get(rule.deps)
+        alike[rule.deps] = rule.array if joined is None else joined & rule.array
+    for deps_, joined in alike.items():
+        _and_into(ok, joined, [axis in deps_ for axis in axes])
+    ok.flags.writeable = False
+    return ok
 
 AND_RUN = 64  # cells of the trailing run _and_into lays a rule's mask out over
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from kbsolve.collector import paused
 from kbsolve.program.metrics import Metrics, measure, sort_key
+from kbsolve.program.program import kept
 from kbsolve.program.tables import (_MISS, Expr, Table, Tables, allowed_mask, masked,
                                     read_bounds, reader_of, rule_tables)
 from kbsolve.solver.guard import expired
@@ -105,7 +106,7 @@ class Search:
         of parts times a chain of factors, and one slot per preference tier.
         Each summand becomes +inf where a rule over its options fails, so the
         bounds see the rules (program/tables.masked)."""
-        rules = rule_tables([c for _, c in self.rules])
+        rules = rule_tables([c for _, c in self.rules], kept(self.p.kb, "rule_masks"))
         sizes = self.tables.sizes
         slots: dict[int, int] = {}
         self.tracked: list = []

@@ -282,3 +282,28 @@ def test_a_table_is_laid_out_when_first_read_with_the_ranges_of_its_masks(kb):
             assert table._full[0] is not None
     assert read > 40
 
+
+
+def test_rule_masks_kept_across_searches_are_the_masks_made_afresh(kb, monkeypatch):
+    from kbsolve.solver import search as search_module
+    made = [0]
+    and_rules = tables_module._and_rules
+
+    def counted(*args):
+        made[0] += 1
+        return and_rules(*args)
+
+    monkeypatch.setattr(tables_module, "_and_rules", counted)
+    kept(kb, "rule_masks").clear()
+    searches = []
+    for fields in (QUERIES[0], QUERIES[1], QUERIES[0]):
+        made[0] = 0
+        searches.append((Search(resolve(kb, Query(**fields)).problem), made[0]))
+    assert searches[0][1] > 10 and searches[2][1] < searches[0][1] // 2  # kept masks taken
+    monkeypatch.setattr(search_module, "rule_tables", lambda rules, _kept: rule_tables(rules))
+    for fields, (search, _) in zip((QUERIES[0], QUERIES[1], QUERIES[0]), searches):
+        afresh = Search(resolve(kb, Query(**fields)).problem)
+        assert len(afresh.tracked) == len(search.tracked)
+        for a, b in zip(search.tracked, afresh.tracked):
+            _same(a, b)
+
