@@ -595,6 +595,7 @@ class Tables:
         self._shared = kept(problem.kb, "tables")  # see _shared_build
         self._parts: dict = {}  # option key or fact path -> its interned part of a key
         self._depth = 0  # > 0 while a shared build is under way
+        self._quiet = False  # True inside cell()'s errstate (combined enters none of its own)
         self._lets: dict[tuple[str, bool], Any] = {}
         self._keep: list = []  # synthetic nodes, kept alive so that their ids stay unique
         self._constants = kept(problem.kb, "constants")  # Const nodes' tables, once per KB
@@ -605,9 +606,17 @@ class Tables:
         key = (id(node), exact)
         found = self._cells.get(key)
         if found is None or found[0] is not node:
-            found = (node, self._build(node, exact) if self._depth else
-                     self._shared_build(node, exact))
-            self._cells[key] = found
+            if self._quiet:
+                built = self._build(node, exact) if self._depth else \
+                    self._shared_build(node, exact)
+            else:  # the outermost build: numpy's float warnings off once for all of it
+                self._quiet = True
+                try:
+                    with np.errstate(all="ignore"):
+                        built = self._shared_build(node, exact)
+                finally:
+                    self._quiet = False
+            found = self._cells[key] = (node, built)
         return found[1]
 
     def _shared_build(self, node: ir.Node, exact: bool):
@@ -785,7 +794,7 @@ class Tables:
             if a.deps or a.__class__ is not Table:
                 break
         else:  # every arg a constant table: the same arrays as below, without the shapes
-            return _constant_of(op, args, kind, exact)
+            return _constant_of(op, args, kind, exact, self._quiet)
         return self.combined(op, args, kind, exact)
 
     def combined(self, op: str, args: list, kind: str, exact: bool):
@@ -795,9 +804,7 @@ class Tables:
         if all(isinstance(a, Table) for a in args) and \
                 size <= (EXACT_LIMIT if exact or _exact_args(args) else LIMIT):
             shape = tuple(self.sizes[a] for a in deps)
-            arrays = [_spread(a, deps, shape, exact) for a in args]
-            with np.errstate(all="ignore"):
-                array = np.asarray(_VECTOR[op](*arrays))
+            array = _applied(op, [_spread(a, deps, shape, exact) for a in args], self._quiet)
             if array.shape != shape:
                 array = np.broadcast_to(array, shape)
             if kind == "num" and not exact and array.dtype == object:
@@ -877,7 +884,17 @@ def _sharing(rules: list, deps: set):
                     heapq.heappush(pending, j)
 
 
-def _constant_of(op: str, args: list, kind: str, exact: bool) -> Table:
+def _applied(op: str, arrays: list, quiet: bool):
+    """The operator's vector view over the arrays, numpy's float warnings off
+    (`quiet`: they are off already, as inside Tables.cell: entering numpy's
+    errstate costs about as much as a small table's operation)."""
+    if quiet:
+        return np.asarray(_VECTOR[op](*arrays))
+    with np.errstate(all="ignore"):
+        return np.asarray(_VECTOR[op](*arrays))
+
+
+def _constant_of(op: str, args: list, kind: str, exact: bool, quiet: bool = False) -> Table:
     """Tables.combine over tables of no option: each arg's array as _spread lays
     it out over no axes, the operator's vector view, the casts combine makes and
     its layout (ascontiguousarray makes one cell of a 0-d array), so that the
@@ -891,8 +908,7 @@ def _constant_of(op: str, args: list, kind: str, exact: bool) -> Table:
             elif exact and not a.exact:
                 raise AssertionError("an exact table built from a float one")
         arrays.append(array.reshape(()))
-    with np.errstate(all="ignore"):
-        array = np.asarray(_VECTOR[op](*arrays))
+    array = _applied(op, arrays, quiet)
     if kind == "num" and not exact and array.dtype == object:
         array = array.astype(float)
     elif kind == "bool":

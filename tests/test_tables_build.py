@@ -307,3 +307,23 @@ def test_rule_masks_kept_across_searches_are_the_masks_made_afresh(kb, monkeypat
         for a, b in zip(search.tracked, afresh.tracked):
             _same(a, b)
 
+
+def test_a_build_warns_of_no_float_error(kb):
+    """Tables.cell turns numpy's float warnings off once for a whole build (the
+    combinations inside enter no errstate of their own): an overflow, over
+    constants and over an option, warns of nothing and gives inf."""
+    import warnings
+    from kbsolve.dsl.types import NUM
+    problem = resolve(kb, Query(**QUERIES[0])).problem
+    key = next(k for k, values in sorted(problem.choices.items())
+               if all(type(v) is not bool and isinstance(v, (int, Fraction)) for v in values)
+               and max(values) > 1)
+    huge = ir.Const(Fraction(10) ** 308, NUM)
+    over_constants = ir.Op("*", (huge, huge), NUM)
+    over_option = ir.Op("*", (huge, ir.OptionRef(key, NUM)), NUM)
+    tables = Tables(problem, sorted(problem.choices))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        constant, varying = tables.cell(over_constants), tables.cell(over_option)
+    assert constant.values == [float("inf")]
+    assert float("inf") in varying.values and varying.deps == (tables.axis[key],)
