@@ -566,7 +566,19 @@ class Search:
                 p2 = 0
             if p3 != p3:
                 p3 = 0
-            low, high = min(p0, p1, p2, p3), max(p0, p1, p2, p3)
+            low = high = p0
+            if p1 < low:
+                low = p1
+            elif p1 > high:
+                high = p1
+            if p2 < low:
+                low = p2
+            elif p2 > high:
+                high = p2
+            if p3 < low:
+                low = p3
+            elif p3 > high:
+                high = p3
         return low
 
     def assignment(self, idx: list[int]) -> dict[str, Any]:
