@@ -75,11 +75,28 @@ def test_time_low_matches_sum_times_factors():
 
     from kbsolve.solver.search import Search
     pairs = [p for p in itertools.product(EDGES, repeat=2) if not p[0] > p[1]]
-    for parts in itertools.product(pairs[::4], repeat=2):
-        for factors in itertools.product(pairs[::5], repeat=2):
+    for parts in itertools.product(pairs[::7], repeat=2):
+        for factors in itertools.product(pairs[::9], repeat=2):
             ranges = list(parts) + list(factors)
             search = SimpleNamespace(time_parts=[0, 1], time_factors=[2, 3])
             total = (0.0 + parts[0][0] + parts[1][0], 0.0 + parts[0][1] + parts[1][1])
             for factor in factors:
                 total = _mul_reference(total, factor)
             assert _same(Search.time_low(search, ranges), total[0]), (parts, factors)
+
+
+def test_time_low_from_a_start_is_the_same_float():
+    """A node's children go on from time_start's first n steps: every n gives
+    the float time_low gives from the beginning, to the bit."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from kbsolve.solver.search import Search
+    pairs = [p for p in itertools.product(EDGES, repeat=2) if not p[0] > p[1]]
+    search = SimpleNamespace(time_parts=[0, 1, 2], time_factors=[3, 4])
+    search.time_low = partial(Search.time_low, search)
+    for ranges in itertools.product(pairs[::13], pairs[::23], pairs[::11], pairs[::19], pairs[::29]):
+        whole = Search.time_low(search, list(ranges))
+        for n in range(6):
+            start = Search.time_start(search, list(ranges), n)
+            assert _same(Search.time_low(search, list(ranges), start), whole), (ranges, n)
