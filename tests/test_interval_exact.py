@@ -95,7 +95,8 @@ def test_time_low_from_a_start_is_the_same_float():
     pairs = [p for p in itertools.product(EDGES, repeat=2) if not p[0] > p[1]]
     search = SimpleNamespace(time_parts=[0, 1, 2], time_factors=[3, 4])
     search.time_low = partial(Search.time_low, search)
-    for ranges in itertools.product(pairs[::13], pairs[::23], pairs[::11], pairs[::19], pairs[::29]):
+    grids = (pairs[::13], pairs[::23], pairs[::11], pairs[::19], pairs[::29])
+    for ranges in itertools.product(*grids):
         whole = Search.time_low(search, list(ranges))
         for n in range(6):
             start = Search.time_start(search, list(ranges), n)
