@@ -215,7 +215,12 @@ def _if_range(c, a, b):
         return b
     if a is UNKNOWN or b is UNKNOWN:
         return UNKNOWN
-    return min(a[0], b[0]), max(a[1], b[1])
+    low, high = a  # min() and max() of two written out: the first unless the second is beyond
+    if b[0] < low:
+        low = b[0]
+    if b[1] > high:
+        high = b[1]
+    return low, high
 
 
 def _add(a, b):
@@ -233,7 +238,20 @@ def _mul(a, b):
         p2 = 0
     if p3 != p3:
         p3 = 0
-    return min(p0, p1, p2, p3), max(p0, p1, p2, p3)
+    low = high = p0  # min() and max() written out (below the least is not above the most)
+    if p1 < low:
+        low = p1
+    elif p1 > high:
+        high = p1
+    if p2 < low:
+        low = p2
+    elif p2 > high:
+        high = p2
+    if p3 < low:
+        low = p3
+    elif p3 > high:
+        high = p3
+    return low, high
 
 
 def _divr(a, b):

@@ -295,6 +295,26 @@ def _args_read(readers, k: int, idx: list[int]) -> list:
     return out
 
 
+def _arg_read(reader: tuple, k: int, idx: list[int]):
+    """One of _args_read's reads."""
+    cell, level, j, key = reader
+    if level is not None:
+        pairs, low, high, listed = level
+        at = 0
+        for place, stride in pairs:
+            at += idx[place] * stride
+        return (low[at], high[at]) if listed else (low.item(at), high.item(at))
+    memo = cell._memo if key is not None else None
+    if memo is None:
+        return cell.bound(k, idx)
+    slot = (j, key(idx))
+    found = memo.get(slot, _MISS)
+    if found is _MISS:
+        return cell._fill(j, k, idx, slot, memo)
+    cell._hits += 1
+    return found
+
+
 def _read(reader: tuple, k: int, idx: list[int]):
     """One reader's range, expressions walked (Expr._walked)."""
     return _walk(*reader, k, idx)
@@ -392,15 +412,16 @@ class Expr:
         readers = self._readers[j]
         if readers is None:
             readers = self._readers[j] = [_arg_reader(a, k) for a in self.args]
-        if self.op == "if":
-            test = _args_read(readers[:1], k, idx)[0]
+        if self.op == "if":  # the branch the test decides, else both
+            test = _arg_read(readers[0], k, idx)
             if test is UNKNOWN:
                 return UNKNOWN
             if test[0]:
-                return _args_read(readers[1:2], k, idx)[0]
+                return _arg_read(readers[1], k, idx)
             if not test[1]:
-                return _args_read(readers[2:], k, idx)[0]
-            return interval("if", [test, *_args_read(readers[1:], k, idx)], self.exact)
+                return _arg_read(readers[2], k, idx)
+            return interval("if", [test, _arg_read(readers[1], k, idx),
+                                   _arg_read(readers[2], k, idx)], self.exact)
         return interval(self.op, _args_read(readers, k, idx), self.exact)
 
     def _walked(self, j: int, k: int, idx: list[int]):

@@ -547,16 +547,17 @@ class Search:
             return (memory, low) + prefs + (-kept,)
         return (low,) + prefs + (memory, -kept)
 
-    def time_low(self, ranges: list) -> float:
+    def time_low(self, ranges: list, start: tuple | None = None, both: bool = False):
         """The least time per unit of work the tracked cells' ranges allow: the
         parts' sum times the factors (_mul written out: the same operations in
         the same order, so the same floats, without a call and a list per
-        factor)."""
-        low = high = 0.0
-        for i in self.time_parts:
+        factor). `start`: time_start's, the steps before some place's first
+        done already; `both`: the (low, high) range."""
+        low, high, parts, factors = start or (0.0, 0.0, self.time_parts, self.time_factors)
+        for i in parts:
             r = ranges[i]
             low, high = low + r[0], high + r[1]
-        for i in self.time_factors:  # _mul: 0 * inf read as 0
+        for i in factors:  # _mul: 0 * inf read as 0
             b0, b1 = ranges[i]
             p0, p1, p2, p3 = low * b0, low * b1, high * b0, high * b1
             if p0 != p0:
@@ -567,8 +568,30 @@ class Search:
                 p2 = 0
             if p3 != p3:
                 p3 = 0
-            low, high = min(p0, p1, p2, p3), max(p0, p1, p2, p3)
-        return low
+            low = high = p0
+            if p1 < low:
+                low = p1
+            elif p1 > high:
+                high = p1
+            if p2 < low:
+                low = p2
+            elif p2 > high:
+                high = p2
+            if p3 < low:
+                low = p3
+            elif p3 > high:
+                high = p3
+        return (low, high) if both else low
+
+    def time_start(self, ranges: list, n: int) -> tuple:
+        """time_low's first n steps (the parts, then the factors) done: where
+        none of them reads place k, the children of a node at k share them,
+        and each child's time_low(ranges, start) goes on from there (the same
+        operations in the same order: the same floats)."""
+        parts, factors = self.time_parts, self.time_factors
+        m = max(n - len(parts), 0)
+        low, high = self.time_low(ranges, (0.0, 0.0, parts[:n], factors[:m]), True)
+        return low, high, parts[n:], factors[m:]
 
     def assignment(self, idx: list[int]) -> dict[str, Any]:
         return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
@@ -806,6 +829,7 @@ class _State:
         self.ranges, self.totals = search.tracker.start(self.idx)
         self.tried = [0] * n
         self.pruned = [0] * n
+        self.time_firsts: list = [None] * n  # _time_first
         self.free_defaults = [sum(1 for a in range(k, n) if search.defaults[a] in domains[a])
                               for k in range(n + 1)]
 
@@ -842,6 +866,8 @@ class _State:
             moves = tracker.times_at[k]  # else every child has the node's time
             if not moves and not _beyond(s.time_low(ranges), ceiling):
                 timed = False
+            elif moves:  # the steps of the time before place k's first, once a node
+                start = s.time_start(ranges, self._time_first(k))
         try:
             for value in self.domains[k]:
                 self.nodes += 1
@@ -858,7 +884,7 @@ class _State:
                 if timed:
                     if moves:
                         tracker.update_time(ranges, k, self.idx, parent)
-                        time = s.time_low(ranges)
+                        time = s.time_low(ranges, start)
                     if not moves or _beyond(time, ceiling):
                         cut.append(value)
                         continue
@@ -896,6 +922,18 @@ class _State:
         finally:  # the node's own ranges back (also where the search stops below)
             tracker.restore(ranges, totals, k, parent)
         self.pruned[k] += len(cut)
+
+    def _time_first(self, k: int) -> int:
+        """The first step of time_low (its parts, then its factors) whose cell
+        reads place k (found once a search)."""
+        n = self.time_firsts[k]
+        if n is None:
+            s = self.s
+            at = set(s.tracker.at[k])
+            steps = s.time_parts + s.time_factors
+            n = self.time_firsts[k] = next((m for m, i in enumerate(steps) if i in at),
+                                           len(steps))
+        return n
 
     def _memory(self) -> float:
         return self.totals[0]
