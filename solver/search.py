@@ -42,13 +42,14 @@ CUT_ON_TIME = True  # _State.dfs cuts a child on its time before reading its mem
 
 @dataclass
 class View:
-    """What a full assignment costs, read from the tables in floats."""
+    """What a full assignment costs, read from the tables in floats. A broken
+    assignment is no plan: its cost is not read (fits and the rest None)."""
 
     broken: list[str]  # 'rule:...' and 'when:...' parts that fail
-    fits: bool
-    time_per_work: float
-    key: tuple  # the objective, as sort_key orders it
-    device: float
+    fits: bool | None
+    time_per_work: float | None
+    key: tuple | None  # the objective, as sort_key orders it
+    device: float | None
 
     @property
     def feasible(self) -> bool:
@@ -509,12 +510,13 @@ class Search:
                 return None
             if not high:
                 broken.append(name)
+        if broken:  # no plan: what it would cost is never compared
+            return View(broken, None, None, None, None)
         ranges = read_bounds(self.view_readers[1], n, idx)
         memory = _weighted_low(ranges, self.memory_terms)
         host = _weighted_low(ranges, self.host_terms)
-        if not broken and (abs(memory - self.budget) <= TOLERANCE * self.budget or
-                           self.host_terms and
-                           abs(host - self.host_budget) <= TOLERANCE * self.host_budget):
+        if abs(memory - self.budget) <= TOLERANCE * self.budget or \
+                self.host_terms and abs(host - self.host_budget) <= TOLERANCE * self.host_budget:
             return None
         kept = sum(1 for place, i in enumerate(idx) if i == self.defaults[place])
         fits = memory <= self.budget and (not self.host_terms or host <= self.host_budget)

@@ -213,3 +213,43 @@ def test_an_explanation_leaves_the_collector_as_it_found_it(solved):
         assert gc.isenabled()
     finally:
         ex._decided = real
+
+
+def test_a_broken_view_names_the_measured_rules_and_reads_no_cost(solved, monkeypatch):
+    """search.view of an assignment that breaks a rule reads the rules only: its
+    cost fields are None and no tracked cell (memory, time) is read; measure()
+    finds it no plan, breaking the same rules. Some neighbours of three plans are
+    broken, and the feasible views still carry their cost."""
+    from kbsolve.program.metrics import measure
+    from kbsolve.solver import search as search_module
+    broken = 0
+    for problem, search, plan, _ in solved:
+        assert search.prepare()
+        search.view(plan)  # the readers found once per preparation
+        tracked = search.view_readers[1]
+        real = search_module.read_bounds
+        reads: list = []
+
+        def counted(readers, k, idx, real=real):
+            reads.append(readers is tracked)
+            return real(readers, k, idx)
+
+        monkeypatch.setattr(search_module, "read_bounds", counted)
+        for neighbour in list(_neighbours(problem, plan))[:80]:
+            reads.clear()
+            view = search.view(neighbour)
+            if view is None:
+                continue
+            if view.broken:
+                broken += 1
+                assert (view.fits, view.time_per_work, view.key, view.device) == \
+                    (None, None, None, None) and not view.feasible
+                assert reads == [False]
+                exact = measure(problem, neighbour)
+                assert not exact.feasible
+                assert sorted(exact.broken) == sorted(p.partition(":")[2]
+                                                      for p in view.broken)
+            else:
+                assert reads == [False, True] and view.key is not None
+        monkeypatch.undo()
+    assert broken > 0
