@@ -303,8 +303,11 @@ class _Writer:
         if len(products) == 1:
             self.line(d, f"{lo} = {hi} = {products[0]}")
             return
-        self.line(d, f"{lo} = min({', '.join(products)})")
-        self.line(d, f"{hi} = max({', '.join(products)})")
+        first, rest = products[0], products[1:]  # min() and max() written out (operators._mul)
+        self.line(d, f"{lo} = {hi} = {first}")
+        for p in rest:
+            self.line(d, f"if {p} < {lo}: {lo} = {p}")
+            self.line(d, f"elif {p} > {hi}: {hi} = {p}")
 
     def _same(self, x: str, y: str) -> bool:
         """Whether two names hold the same value: one name, or two constants
@@ -369,8 +372,8 @@ class _Writer:
             self.line(inner + 1, f"{lo} = {hi} = None")
             self.line(inner, "else:")
             inner += 1
-        self.line(inner, f"{lo} = min({a0}, {b0})")
-        self.line(inner, f"{hi} = max({a1}, {b1})")
+        self.line(inner, f"{lo} = {b0} if {b0} < {a0} else {a0}")  # min(), max() written out
+        self.line(inner, f"{hi} = {b1} if {b1} > {a1} else {a1}")
         return lo, hi
 
     def _settled(self, t0: str, t1: str):
