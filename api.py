@@ -67,6 +67,15 @@ def without_numpy_docstrings() -> None:
     _first_finder(_NoNumpyDocs, unless_imported="numpy")
 
 
+def without_openssl() -> None:
+    """The command's process (cli/__init__.py start) loads no OpenSSL: pydantic.types imports
+    `secrets` (for its Secret types' compare_digest), which imports hmac and with it
+    hashlib's OpenSSL library: ~3 ms of a cold plan that hashes nothing (the caches check
+    their files by CRC-32, codecache.framed). `secrets` is a stand-in whose names are read
+    from the real module on first use; a program importing kbsolve keeps its `secrets`."""
+    _first_finder(_SecretsOnUse, unless_imported="secrets")
+
+
 class _StandIns:
     """The import system's finder and loader of the modules it replaces: each holds the
     names given, and any other name is read from the real module (_aside)."""
@@ -94,6 +103,7 @@ def _no_plugins() -> tuple:
 
 _NoPlugins = _StandIns({PYDANTIC_PLUGIN_LOADER: {"get_plugins": _no_plugins}})
 _NoNumpyDocs = _StandIns({name: {} for name in NUMPY_DOC_MODULES})
+_SecretsOnUse = _StandIns({"secrets": {}})
 
 
 def _first_finder(finder: _StandIns, unless_imported: str) -> None:
@@ -117,7 +127,7 @@ def _aside(name: str):
             from importlib.machinery import PathFinder
             from importlib.util import module_from_spec
             parent, _, _ = name.rpartition(".")
-            spec = PathFinder.find_spec(name, sys.modules[parent].__path__)
+            spec = PathFinder.find_spec(name, sys.modules[parent].__path__ if parent else None)
             real.append(module_from_spec(spec))
             spec.loader.exec_module(real[0])
         return getattr(real[0], attr)

@@ -7,7 +7,7 @@ compilations, 30-45 ms of a ~430 ms plan (issue 25). The text of a class's metho
 same in every process, so its compiled code is too: `CodeCache` keeps the code objects
 (each marshalled on its own, unmarshalled when first asked for; keyed by the source text, the
 file name, the mode and the compiler flags) in one file per interpreter bytecode version,
-checked by a sha256 as the KB cache's entries are.
+checked by a CRC-32 as the KB cache's entries are (framed()).
 
 `enable(module, ...)` shadows the builtin `exec` and `compile` in each module's namespace
 (its globals, as a module-level name would) with functions that compile a string through the
@@ -33,7 +33,7 @@ from pathlib import Path
 from types import CodeType
 
 CACHE_ENV = "KBSOLVE_CACHE_DIR"
-_MAGIC = b"kbsolve-code-cache-v1\n"
+_MAGIC = b"kbsolve-code-cache-v2\n"  # v1: a SHA-256 check line
 LIMIT = 20_000  # entries kept; past it a save keeps only what its process used
 # Sources this long (the linked search code, program/link.py: ~20 kB a text, a few per query,
 # and each query its own) are kept one file each beside the shared file, read only when asked
@@ -92,9 +92,7 @@ class CodeCache:
         return codes
 
     def _big_file(self, key: tuple) -> Path:
-        import hashlib
-        name = hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()[:40]
-        return Path(f"{self.path}.d") / f"{name}.marshal"
+        return Path(f"{self.path}.d") / f"{key_name(key, 40)}.marshal"
 
     def _big_code(self, key: tuple):
         """A BIG entry from its own file (checked as the shared one is), else compiled and
@@ -131,11 +129,9 @@ class CodeCache:
         directory that cannot be written is left alone: the cache is an optimisation)."""
         if not self.big and (not self.added or self.codes is None):
             return
-        import hashlib
         for path, payload in list(self.big.items()):
             try:
-                checksum = hashlib.sha256(payload).hexdigest().encode()
-                write_atomically(path, _MAGIC + checksum + b"\n" + payload, ".code-")
+                write_atomically(path, framed(_MAGIC, payload), ".code-")
                 del self.big[path]
             except (OSError, ValueError):
                 break
@@ -145,12 +141,39 @@ class CodeCache:
         if len(codes) > LIMIT:
             codes = {key: code for key, code in codes.items() if key in self.used}
         try:
-            payload = marshal.dumps(codes)
-            checksum = hashlib.sha256(payload).hexdigest().encode()
-            write_atomically(self.path, _MAGIC + checksum + b"\n" + payload, ".code-")
+            write_atomically(self.path, framed(_MAGIC, marshal.dumps(codes)), ".code-")
             self.added = 0
         except (OSError, ValueError):
             pass
+
+
+# A cache file (this module's, dsl/cache.py's entries) is a magic line, a check line and the
+# payload. The check is a CRC-32 (zlib): it finds a damaged file as the SHA-256 it replaced
+# did, in less time, and a cached command then never imports hashlib, whose OpenSSL alone
+# was ~3 ms of CPU of a cold plan (issue 25); a cache file is trusted as far as its folder is.
+def checksum(payload) -> bytes:
+    """The check line of a cache file's payload."""
+    import zlib
+    return b"%08x" % zlib.crc32(payload)
+
+
+def framed(magic: bytes, payload: bytes) -> bytes:
+    """A cache file's bytes: `magic`, the payload's check line, the payload."""
+    return magic + checksum(payload) + b"\n" + payload
+
+
+def key_name(key: tuple, length: int) -> str:
+    """A cache file's name for `key`: the first `length` hex digits of the SHA-256 of its
+    repr, from CPython's own SHA-256 where there is one (hashlib's is OpenSSL's, whose
+    loading costs more than hashing a key of a few kB)."""
+    try:
+        from _sha256 import sha256  # CPython 3.10, 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # CPython 3.12 on
+        except ImportError:
+            from hashlib import sha256
+    return sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
 def write_atomically(path: Path, blob: bytes, prefix: str) -> None:
@@ -235,9 +258,8 @@ def save() -> None:
 
 
 def _read_checked(path: Path):
-    """What a cache file written by save() holds (magic line, SHA-256 of the payload,
+    """What a cache file written by save() holds (framed: magic line, check line,
     marshal), or None when it is missing, of another magic, corrupt or unreadable."""
-    import hashlib
     try:
         data = path.read_bytes()
     except OSError:
@@ -246,7 +268,7 @@ def _read_checked(path: Path):
     if end < 0:
         return None
     payload = memoryview(data)[end + 1:]
-    if hashlib.sha256(payload).hexdigest().encode() != data[len(_MAGIC):end]:
+    if checksum(payload) != data[len(_MAGIC):end]:
         return None
     try:
         return marshal.loads(payload)

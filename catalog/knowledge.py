@@ -9,7 +9,6 @@ imports nothing of the catalog (tests/test_layers.py).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import replace
@@ -88,6 +87,7 @@ def _build(files: list[tuple[str, str]], roots: list[Path], sink: DiagnosticSink
                     sources.add(diag.span.file, Path(diag.span.file).read_text("utf-8", "replace"))
     knowledge = check(modules, sink, partial=partial, vocabulary=vocabulary)
     sink.raise_if_errors(sources)
+    import hashlib  # here and below: a cached load hashes nothing (OpenSSL, ~3 ms)
     shas = tuple((name, hashlib.sha256(text.encode("utf-8")).hexdigest()) for name, text in files)
     return replace(knowledge, files=shas, catalog=catalog)
 
@@ -114,6 +114,7 @@ def _catalog_dirs(roots: list[Path]) -> list[Path]:
 
 
 def _digest(files: list[tuple[str, str]]) -> str:
+    import hashlib
     h = hashlib.sha256()
     h.update(__version__.encode())
     h.update(_code_digest().encode())
@@ -153,6 +154,7 @@ def _code() -> tuple[str, tuple | None]:
     """_code_digest's digest, and the code files and the grammar as stat() saw them before
     they were read (None if one could not be)."""
     if not _CODE:
+        import hashlib
         seen = _code_seen()
         h = hashlib.sha256()
         for path in _code_files():

@@ -1,10 +1,10 @@
 """A cache of checked knowledge bases, keyed by a digest of their sources.
 
-Each entry is one file: a magic line, the sha256 of the payload, the payload
-(a pickle). Writers go through a temporary file and `os.replace`, so readers
+Each entry is one file: a magic line, the payload's CRC-32, the payload (a pickle;
+codecache.framed). Writers go through a temporary file and `os.replace`, so readers
 never see half a file; a damaged entry fails its checksum and is rebuilt.
-A process keeps the few KBs it unpickled, keyed by the payload's checksum: the
-same bytes give the same (read-only) object without a second unpickling.
+A process keeps the few KBs it unpickled, keyed by the entry's digest and the payload's
+checksum: the same entry gives the same (read-only) object without a second unpickling.
 
 A stamp (one small file per set of KB roots) maps what stat() says of every source to
 the digest their texts gave, so that a run whose sources stat the same takes the digest
@@ -17,19 +17,19 @@ a later write always differs from what the stamp holds (git's "racy" rule).
 from __future__ import annotations
 
 import gc
-import hashlib
 import marshal
 import pickle
 from collections import OrderedDict
 from pathlib import Path
 
 from kbsolve.collector import paused
-from kbsolve.codecache import CACHE_ENV, cache_dir, write_atomically  # noqa: F401 - the caches' one directory
+from kbsolve.codecache import (CACHE_ENV, cache_dir, checksum,  # noqa: F401 - the caches' one directory
+                               framed, key_name, write_atomically)
 
-_MAGIC = b"kbsolve-kb-cache-v1\n"
+_MAGIC = b"kbsolve-kb-cache-v2\n"  # v1: a SHA-256 check line
 _STAMP_MAGIC = b"kbsolve-kb-stamp-v1\n"
 RACY_NS = 2_000_000_000  # a source this recent when read is never stamped
-_LOADED: OrderedDict[bytes, object] = OrderedDict()
+_LOADED: OrderedDict[tuple[str, bytes], object] = OrderedDict()
 _LOADED_MAX = 4
 
 
@@ -50,21 +50,20 @@ class KbCache:
         if unwrapped is None:
             _remove(path)
             return None
-        checksum, payload = unwrapped
-        if checksum in _LOADED:
-            _LOADED.move_to_end(checksum)
-            return _LOADED[checksum]
+        loaded = (digest, unwrapped[0])
+        if loaded in _LOADED:
+            _LOADED.move_to_end(loaded)
+            return _LOADED[loaded]
         try:
-            value = _unpickle(payload)
+            value = _unpickle(unwrapped[1])
         except Exception:  # a payload from another version: rebuild it
             _remove(path)
             return None
-        _keep(checksum, value)
+        _keep(loaded, value)
         return value
 
     def _stamp_path(self, key: tuple) -> Path:
-        name = hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return self.directory / f"kb-sources-{name}.marshal"
+        return self.directory / f"kb-sources-{key_name(key, 32)}.marshal"
 
     def stamped(self, key: tuple, seen: tuple | None) -> str | None:
         """The digest stamped for `key` (the roots, the working folder, ...) when its
@@ -95,9 +94,8 @@ class KbCache:
     def put(self, digest: str, value) -> None:
         try:
             payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-            checksum = hashlib.sha256(payload).hexdigest().encode()
-            write_atomically(self._path(digest), _MAGIC + checksum + b"\n" + payload, ".kb-")
-            _keep(checksum, value)
+            write_atomically(self._path(digest), framed(_MAGIC, payload), ".kb-")
+            _keep((digest, checksum(payload)), value)
         except (OSError, pickle.PicklingError, RecursionError):
             pass  # the cache is an optimisation; a read-only home must still work
 
@@ -113,8 +111,8 @@ def _unpickle(payload: bytes):
     return value
 
 
-def _keep(checksum: bytes, value) -> None:
-    _LOADED[checksum] = value
+def _keep(loaded: tuple[str, bytes], value) -> None:
+    _LOADED[loaded] = value
     while len(_LOADED) > _LOADED_MAX:
         _LOADED.popitem(last=False)
 
@@ -128,7 +126,7 @@ def _unwrap(data: bytes) -> tuple[bytes, memoryview] | None:
     if end < 0:
         return None
     head, payload = data[len(_MAGIC):end], memoryview(data)[end + 1:]
-    if hashlib.sha256(payload).hexdigest().encode() != head:
+    if checksum(payload) != head:
         return None
     return head, payload
 

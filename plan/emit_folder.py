@@ -9,7 +9,6 @@ removes the files of the last one that the new plan does not write (an old
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -93,6 +92,7 @@ def _foreign(target: Path, ours: dict[str, str]) -> list[str]:
 
 
 def _digest(path: Path) -> str | None:
+    import hashlib  # only when a folder is checked: a plan loads no OpenSSL
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
     except OSError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import subprocess
@@ -13,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from kbsolve.catalog import knowledge as load
+from kbsolve.codecache import checksum, framed
+from kbsolve.dsl.cache import _MAGIC as MAGIC
 from kbsolve.dsl.cache import CACHE_ENV, KbCache, cache_dir
 from kbsolve.dsl.kb import KnowledgeBase
 
-MAGIC = b"kbsolve-kb-cache-v1\n"
 pytestmark = pytest.mark.empty_kb_cache  # these tests count builds and entries from nothing
 
 
@@ -52,7 +52,7 @@ def valid(path: Path) -> KnowledgeBase:
     data = path.read_bytes()
     assert data.startswith(MAGIC)
     head, _, payload = data[len(MAGIC):].partition(b"\n")
-    assert hashlib.sha256(payload).hexdigest().encode() == head
+    assert checksum(payload) == head
     value = pickle.loads(payload)
     assert isinstance(value, KnowledgeBase)
     return value
@@ -137,7 +137,7 @@ def _flip(data: bytes) -> bytes:
 
 def _bad_pickle(data: bytes) -> bytes:
     payload = b"\x80\x05this is no pickle"
-    return MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    return framed(MAGIC, payload)
 
 
 DAMAGE = {

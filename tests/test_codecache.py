@@ -55,7 +55,7 @@ def test_a_damaged_file_is_compiled_again_and_replaced(tmp_path):
     assert damaged.added == 1
     damaged.save()
     assert CodeCache(path)._load()  # whole again
-    path.write_bytes(b"kbsolve-code-cache-v1\n")  # truncated after the magic line
+    path.write_bytes(codecache._MAGIC)  # truncated after the magic line
     assert CodeCache(path)._load() == {}
 
 
@@ -150,11 +150,10 @@ def test_the_second_command_compiles_nothing_anew(tmp_path, seed_kb_cache):
 
 
 def _write_cache(path, codes) -> None:
-    import hashlib
     import marshal
-    payload = marshal.dumps(codes)
-    path.write_bytes(b"kbsolve-code-cache-v1\n" + hashlib.sha256(payload).hexdigest().encode()
-                     + b"\n" + payload)
+
+    from kbsolve.codecache import _MAGIC, framed
+    path.write_bytes(framed(_MAGIC, marshal.dumps(codes)))
 
 
 def test_a_file_of_another_layout_under_the_same_magic_is_compiled_again(tmp_path):
@@ -224,3 +223,17 @@ def test_long_sources_are_kept_one_file_each_and_read_only_when_asked(tmp_path):
     assert earlier._load() == {} and earlier.added == 1
     earlier.save()
     assert path.stat().st_size < 200
+
+
+def test_cache_file_names_are_the_sha256_of_their_key():
+    """key_name hashes without hashlib (OpenSSL) and names the files hashlib named: the
+    caches' files keep their names."""
+    import hashlib
+    key = ("def f():\n    return 1\n" * 200, "<string>", "exec", 0)
+    assert codecache.key_name(key, 40) == hashlib.sha256(repr(key).encode()).hexdigest()[:40]
+
+
+def test_a_damaged_payload_fails_its_check_line():
+    framed = codecache.framed(b"magic\n", b"payload bytes")
+    assert framed.startswith(b"magic\n" + codecache.checksum(b"payload bytes") + b"\n")
+    assert codecache.checksum(b"payload bytez") != codecache.checksum(b"payload bytes")

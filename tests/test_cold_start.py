@@ -268,14 +268,15 @@ print("modules", code, len(tuple(get_plugins())),
       *sorted(m for m in sys.modules if m in {names!r}), file=sys.stderr)
 """
 UNNEEDED = ("importlib.metadata", "importlib.resources", "tempfile", "shutil", "email",
-            "zipfile", "csv", "socket")
+            "zipfile", "csv", "socket", "hashlib", "_hashlib", "hmac")
 
 
 def test_a_cached_plan_in_the_command_imports_no_metadata_scanner_nor_resources(
         tmp_path, seed_kb_cache):
     """`kbsolve --gpus 8xA100 --model wan14b` from the warm KB cache: pydantic looks for no
     plugins, so importlib.metadata (and email, zipfile, csv, socket with it) stays
-    unimported, and the shipped KB and grammar are found without importlib.resources
+    unimported, nothing loads OpenSSL (hashlib, hmac: the caches check by CRC-32, pydantic's
+    `secrets` is read on first use), and the shipped KB and grammar are found without importlib.resources
     (tempfile, shutil); the plan's bytes are the library's. The KB's entry is seeded; the
     first run fills the code cache."""
     from kbsolve import api
@@ -395,3 +396,21 @@ def test_an_empty_numpy_doc_module_reads_other_names_from_numpy(tmp_path):
                 "api._NoNumpyDocs in sys.meta_path)", tmp_path)
     assert late.returncode == 0, late.stderr
     assert late.stdout.split() == ["True", "False"]
+
+
+def test_the_command_s_secrets_is_read_from_the_real_module_on_first_use(tmp_path):
+    """start() gives pydantic a `secrets` that loads nothing (hmac, OpenSSL) until a name is
+    read, then reads every name from the real module; pydantic's secret types compare as
+    ever; a program that imports kbsolve keeps its `secrets`."""
+    command = _run("import sys; from kbsolve.cli import start; start(); import pydantic, secrets; "
+                   "print('hmac' in sys.modules, '_hashlib' in sys.modules); "
+                   "from secrets import token_hex; "
+                   "print(len(token_hex(4)), secrets.compare_digest(b'a', b'a'), "
+                   "pydantic.SecretStr('x') == pydantic.SecretStr('x'), "
+                   "pydantic.SecretStr('x') == pydantic.SecretStr('y'), "
+                   "hasattr(secrets, 'no_such_name'), 'hmac' in sys.modules)", tmp_path)
+    library = _run("import kbsolve.api, secrets; print(secrets.__file__.endswith('secrets.py'))",
+                   tmp_path)
+    assert command.returncode == 0 and library.returncode == 0, command.stderr + library.stderr
+    assert command.stdout.split("\n")[:2] == ["False False", "8 True True False False True"]
+    assert library.stdout.split() == ["True"]

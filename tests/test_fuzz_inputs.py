@@ -346,12 +346,12 @@ def test_audit_reads_project_files_long(rel, data):
 
 # ---- the KB cache's reader ---------------------------------------------------------
 
-CACHE_MAGIC = b"kbsolve-kb-cache-v1\n"
+from kbsolve.dsl.cache import _MAGIC as CACHE_MAGIC  # noqa: E402
 
 
 def _framed(payload: bytes) -> bytes:
-    import hashlib
-    return CACHE_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    from kbsolve.codecache import framed
+    return framed(CACHE_MAGIC, payload)
 
 
 @FAST
