@@ -550,12 +550,8 @@ def _ok_mask(rules: list, chosen: list, axes: tuple, shape: tuple):
         if found is not None:
             return found[1]
         ok = _and_rules(chosen, axes, shape)
-        cells = kept_oks.get("cells", 0) + ok.size
-        if cells > KEPT_OK_CELLS:
-            kept_oks.clear()
-            cells = ok.size
-        kept_oks["cells"] = cells
-        kept_oks[key] = ([rule.array for rule in chosen], ok)
+        _keep_within(kept_oks, key, ([rule.array for rule in chosen], ok), ok.size,
+                     KEPT_OK_CELLS)
         return ok
     key = (axes, tuple(id(rule) for rule in chosen))
     ok = None if oks is None else oks.get(key)
@@ -564,6 +560,19 @@ def _ok_mask(rules: list, chosen: list, axes: tuple, shape: tuple):
         if oks is not None:
             oks[key] = ok
     return ok
+
+
+def _keep_within(store: dict, key, value, cells: int, limit: int) -> bool:
+    """store[key] = value, counting `cells` against `limit` under store["cells"]; past
+    the limit everything kept before is dropped first (False then)."""
+    total = store.get("cells", 0) + cells
+    within = total <= limit
+    if not within:
+        store.clear()
+        total = cells
+    store["cells"] = total
+    store[key] = value
+    return within
 
 
 def _and_rules(chosen: list, axes: tuple, shape: tuple):
@@ -666,14 +675,10 @@ class Tables:
             self._depth -= 1
         if key is not None and cell.__class__ is Table:
             cell.array.flags.writeable = False
-            kept_cells = self._shared.get("cells", 0) + cell.array.size
-            if kept_cells > SHARED_CELLS:
-                self._shared.clear()
+            if not _keep_within(self._shared, key, (node, (cell.deps, cell.sizes, cell.array,
+                                                           cell.kind, cell.exact)),
+                                cell.array.size, SHARED_CELLS):
                 kept(self.problem.kb, "table_inputs").clear()  # nodes made for one query too
-                kept_cells = cell.array.size
-            self._shared["cells"] = kept_cells
-            self._shared[key] = (node, (cell.deps, cell.sizes, cell.array, cell.kind,
-                                        cell.exact))
         return cell
 
     def _shared_key(self, node: ir.Node, exact: bool):
