@@ -384,12 +384,22 @@ class Search:
         return sum(isinstance(self.tracked[i], Expr) for i in cells) / max(len(cells), 1)
 
     def _rounds(self, start, budget: int, deadline: float) -> Found:
-        used = 0
+        """A round after the first prunes against the best plan found so far from
+        its first node (`ceiling`, its exact key in floats) and keeps it where it
+        ends with none of its own: it reaches the same first optimal leaf in its
+        order as it would with no incumbent (docs/decisions.md, eleventh round)."""
+        used, ceiling, kept = 0, None, None
         for share in ROUNDS:
-            found, state = self._round(start, None, min(budget - used, share), False, deadline)
+            found, state = self._round(start, None, min(budget - used, share), False, deadline,
+                                       ceiling)
             used += found.nodes
+            if found.chosen is None and kept is not None:  # none below the ceiling
+                status = "optimal" if found.status == "infeasible" else found.status
+                found = Found(status, kept.chosen, kept.metrics, found.nodes)
             if found.status != "budget" or used >= budget:
                 return Found(found.status, found.chosen, found.metrics, used)
+            if found.chosen is not None:
+                kept, ceiling = found, state.best_float or ceiling
             start = found.chosen or start
             self.prepare(self._learned_order(state))
         return Found("budget", found.chosen, found.metrics, used)
@@ -405,7 +415,7 @@ class Search:
         rest = [k for k in range(len(self.axes)) if k not in decisive and k not in single]
         return [self.axes[k] for k in single + [k for k in decisive if k not in single] + rest]
 
-    def _round(self, start, fixed, budget, first, deadline):
+    def _round(self, start, fixed, budget, first, deadline, ceiling: tuple | None = None):
         p = self.p
         domains = [list(d) for d in self.base_domains]
         for key, value in (fixed or {}).items():
@@ -422,6 +432,7 @@ class Search:
                     domains[place].remove(preferred)
                     domains[place].insert(0, preferred)
         state = _State(self, domains, budget, first, deadline)
+        state.best_float = ceiling  # prunes as an incumbent; best and best_key stay unset
         try:
             state.dfs(0)
             status = "optimal"

@@ -1,0 +1,56 @@
+"""The optimisation's rounds (solver/search.py Search._rounds): a round after the
+first prunes against the best plan found so far from its first node, and reaches
+the plan it reaches with no incumbent (the first optimal leaf in its order) in no
+more nodes; where it reaches no leaf of its own, the earlier plan is kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbsolve import api
+from kbsolve.program.query import Query, resolve
+from kbsolve.solver import search as search_module
+from kbsolve.solver.search import Search
+
+QUERY = {"gpus": "8xA100", "model": "qwen3-8b"}  # ~3.7k nodes in one round
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return resolve(api.load_kb(), Query(**QUERY)).problem
+
+
+def _rounds(problem, monkeypatch, ceiling: bool, budget: int = search_module.NODE_BUDGET):
+    monkeypatch.setattr(search_module, "ROUNDS", (300, 40_000, 150_000))  # the first stops
+    search = Search(problem)
+    inner, rounds = search._round, []
+
+    def kept(start, fixed, share, first, deadline, ceiling_=None):
+        found, state = inner(start, fixed, share, first, deadline,
+                             ceiling_ if ceiling else None)
+        rounds.append((found, ceiling_))
+        return found, state
+
+    search._round = kept
+    return search.run(budget=budget), rounds
+
+
+def test_a_later_round_prunes_from_the_earlier_plan_and_meets_the_same_one(problem,
+                                                                          monkeypatch):
+    plain, plain_rounds = _rounds(problem, monkeypatch, ceiling=False)
+    seeded, seeded_rounds = _rounds(problem, monkeypatch, ceiling=True)
+    assert [f.status for f, _ in seeded_rounds] == ["budget", "optimal"]
+    assert seeded_rounds[0][1] is None and seeded_rounds[1][1] is not None
+    assert (seeded.status, seeded.chosen) == (plain.status, plain.chosen) == \
+        ("optimal", plain_rounds[1][0].chosen)
+    assert seeded.metrics.time_per_work == plain.metrics.time_per_work
+    assert seeded_rounds[1][0].nodes < plain_rounds[1][0].nodes
+
+
+def test_a_round_stopped_before_its_first_leaf_keeps_the_earlier_plan(problem, monkeypatch):
+    found, rounds = _rounds(problem, monkeypatch, ceiling=True, budget=303)
+    first, last = rounds[0][0], rounds[-1][0]
+    assert first.status == "budget" and first.chosen is not None
+    assert last.status == "budget" and last.chosen is None  # no leaf in its two nodes
+    assert (found.status, found.chosen, found.nodes) == \
+        ("budget", first.chosen, first.nodes + last.nodes)
