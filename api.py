@@ -76,6 +76,85 @@ def without_openssl() -> None:
     _first_finder(_SecretsOnUse, unless_imported="secrets")
 
 
+# numpy imports numpy.linalg as it loads, for np.matrix and the polynomial helpers
+# (numpy._typing with it): ~60 M instructions, 3.5 % of a cold wan14b plan, which calls none
+NUMPY_LINALG = "numpy.linalg"
+# the names numpy's own modules import from it as numpy loads (2.x: lib._polynomial_impl,
+# matrixlib.defmatrix): functions that load it when called
+NUMPY_LINALG_IMPORTED = ("eigvals", "inv", "lstsq", "matrix_power")
+
+
+def without_numpy_linalg() -> None:
+    """The command's process (cli/__init__.py start) imports numpy without numpy.linalg:
+    numpy gets a package that becomes numpy.linalg itself (its code run in the same module)
+    when a name is first read from it or one of NUMPY_LINALG_IMPORTED is called; a program
+    importing kbsolve keeps numpy's own import."""
+    _first_finder(_LinalgOnUse, unless_imported="numpy")
+
+
+class _OnFirstUse:
+    """The import system's finder and loader of a package loaded when first used: until
+    then it holds `imported` (functions that load it, then call its own) and its real
+    __path__ (submodules import as ever); reading any other name, __all__ or dir() loads
+    it in place."""
+
+    def __init__(self, name: str, imported: tuple[str, ...]):
+        self.name = name
+        self.imported = imported
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        from importlib.machinery import ModuleSpec
+        return ModuleSpec(name, self, is_package=True)
+
+    def create_module(self, spec):
+        return None  # the default module
+
+    def exec_module(self, module) -> None:
+        import os
+        import sys
+        parent, _, last = self.name.rpartition(".")
+        module.__path__ = [os.path.join(folder, last) for folder in sys.modules[parent].__path__]
+
+        def load():
+            if "__getattr__" in vars(module):
+                _load_in_place(module, self.imported)
+
+        def attribute(attr: str):
+            if attr.startswith("__") and attr != "__all__":
+                raise AttributeError(attr)
+            load()
+            return getattr(module, attr)
+
+        def listed():
+            load()
+            return sorted(vars(module))
+
+        def forward(attr: str):
+            def call(*args, **kwargs):
+                load()
+                return getattr(module, attr)(*args, **kwargs)
+            call.__name__ = attr
+            return call
+
+        vars(module).update({attr: forward(attr) for attr in self.imported})
+        module.__getattr__, module.__dir__ = attribute, listed
+
+
+def _load_in_place(module, imported: tuple[str, ...]) -> None:
+    """The package's own code run in `module` (which stays the one in sys.modules)."""
+    import sys
+    from importlib.machinery import PathFinder
+    parent, _, _ = module.__name__.rpartition(".")
+    spec = PathFinder.find_spec(module.__name__, sys.modules[parent].__path__)
+    for attr in ("__getattr__", "__dir__", *imported):
+        vars(module).pop(attr, None)
+    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
+    module.__path__ = spec.submodule_search_locations
+    spec.loader.exec_module(module)
+
+
 class _StandIns:
     """The import system's finder and loader of the modules it replaces: each holds the
     names given, and any other name is read from the real module (_aside)."""
@@ -104,9 +183,10 @@ def _no_plugins() -> tuple:
 _NoPlugins = _StandIns({PYDANTIC_PLUGIN_LOADER: {"get_plugins": _no_plugins}})
 _NoNumpyDocs = _StandIns({name: {} for name in NUMPY_DOC_MODULES})
 _SecretsOnUse = _StandIns({"secrets": {}})
+_LinalgOnUse = _OnFirstUse(NUMPY_LINALG, NUMPY_LINALG_IMPORTED)
 
 
-def _first_finder(finder: _StandIns, unless_imported: str) -> None:
+def _first_finder(finder: _StandIns | _OnFirstUse, unless_imported: str) -> None:
     """`finder` first in the import system, unless `unless_imported` is already imported
     (its modules are then loaded as they are) or it is there."""
     import sys

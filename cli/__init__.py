@@ -22,6 +22,7 @@ def start() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
     api.without_pydantic_plugins()  # nor importlib.metadata to look for them
     api.without_numpy_docstrings()  # the docs of numpy's C objects: no help is printed
+    api.without_numpy_linalg()  # loaded on first use: a plan calls none of it
     api.without_openssl()  # pydantic's `secrets` read on first use
     # the methods dataclasses writes and typing's forward references, compiled once per
     # text and kept beside the KB cache (codecache.py; exit_now saves them as the command ends)

@@ -139,7 +139,12 @@ def _mod(a, b):
     return Fraction(0) if b == 0 else Fraction(a) % Fraction(b)
 
 
+_RATIONAL = (int, Fraction)
+
+
 def _divisible(a, b):
+    if type(a) in _RATIONAL and type(b) in _RATIONAL:  # a/b an integer, by exact terms
+        return b != 0 and (a.numerator * b.denominator) % (a.denominator * b.numerator) == 0
     return _finite(a, b) and b != 0 and Fraction(a) % Fraction(b) == 0
 
 

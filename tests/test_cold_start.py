@@ -414,3 +414,46 @@ def test_the_command_s_secrets_is_read_from_the_real_module_on_first_use(tmp_pat
     assert command.returncode == 0 and library.returncode == 0, command.stderr + library.stderr
     assert command.stdout.split("\n")[:2] == ["False False", "8 True True False False True"]
     assert library.stdout.split() == ["True"]
+
+
+def test_the_command_s_numpy_loads_linalg_when_first_used(tmp_path):
+    """start() gives numpy a numpy.linalg that loads nothing (numpy._typing neither) until
+    used: np.matrix's power and inverse and np.roots (the names numpy imports from it) and
+    np.linalg's own functions give what they always did; a program that imports kbsolve
+    keeps numpy's own import."""
+    command = _run("import sys; from kbsolve.cli import start; start(); import numpy as np; "
+                   "print('numpy.linalg._linalg' in sys.modules, 'numpy._typing' in sys.modules); "
+                   "m = np.matrix([[2.0, 0.0], [0.0, 4.0]]); "
+                   "print((m ** 2).tolist(), m.I.tolist(), np.roots([1, -3, 2]).tolist()); "
+                   "print(np.linalg.det(np.eye(3)), 'numpy.linalg._linalg' in sys.modules, "
+                   "np.linalg.__file__.endswith('__init__.py'), 'qr' in dir(np.linalg), "
+                   "'svd' in np.linalg.__all__, hasattr(np.linalg, 'no_such_name'))", tmp_path)
+    assert command.returncode == 0, command.stderr
+    assert command.stdout.split("\n")[:3] == [
+        "False False", "[[4.0, 0.0], [0.0, 16.0]] [[0.5, 0.0], [0.0, 0.25]] [2.0, 1.0]",
+        "1.0 True True True True False"]
+    star = _run("from kbsolve.cli import start; start(); from numpy.linalg import *; "
+                "import numpy.linalg._umath_linalg; print(inv.__name__, svd.__module__)",
+                tmp_path)
+    assert star.returncode == 0, star.stderr
+    assert star.stdout.split() == ["inv", "numpy.linalg"]
+    library = _run("import sys, kbsolve.api, numpy; print('numpy.linalg._linalg' in sys.modules)",
+                   tmp_path)
+    late = _run("import sys, numpy; from kbsolve import api; api.without_numpy_linalg(); "
+                "print(api._LinalgOnUse in sys.meta_path)", tmp_path)
+    assert library.stdout.split() == ["True"] and late.stdout.split() == ["False"], (
+        library.stderr + late.stderr)
+
+
+def test_a_cached_plan_loads_no_numpy_linalg(tmp_path):
+    """The command's plan (KB, search, explanation, render) reads nothing of numpy.linalg."""
+    done = _run("import sys, os\n"
+                "from kbsolve.cli import start; start()\n"
+                "from kbsolve.cli.main import cli\n"
+                "from kbsolve.cli.run import guarded\n"
+                "code = guarded(cli, ['--gpus', '8xA100', '--model', 'wan14b'])\n"
+                "print(code, 'numpy.linalg._linalg' in sys.modules, file=sys.stderr)",
+                tmp_path, KBSOLVE_CACHE_DIR=str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split()[-2:] == ["0", "False"]
+    assert "wan2.1-t2v-14b" in done.stdout
