@@ -27,6 +27,8 @@ from kbsolve.program.program import summed_terms
 
 MAX_VALUES = 512
 MAX_TABLE = 2048  # a term over at most this many option combinations becomes a table
+# operators whose value on whole numbers is the same whole number in ints as in Fractions
+INTEGRAL_OPS = frozenset(["+", "-", "*", "neg", "sum", "min", "max", "abs"])
 
 
 class Compiler:
@@ -42,6 +44,8 @@ class Compiler:
         self.definitions: list[z3.BoolRef] = []  # aux == term, asserted with the model
         self._deps: dict[int, tuple] = {}
         self._equals: dict[tuple, z3.BoolRef] = {}
+        self._option_nums: dict[str, Any] = {}  # a numeric option's term (_option)
+        self._reals: dict[Any, z3.ArithRef] = {}  # value -> its numeral (real)
         self._let_deps: dict[str, frozenset] = {}
         self._bounds: dict[int, tuple] = {}  # node id -> (min, max) of its table
         self._tables = None  # program/tables.Tables in exact mode, for diagrams
@@ -157,14 +161,19 @@ class Compiler:
                       for combo in itertools.product(*[self.p.choices[k] for k in deps])]
         # blocks compared and remembered as tuples of small ints, one per distinct
         # value (a Fraction's hash is computed afresh on every use: the values are
-        # told apart by their lowest terms instead, which name one number each)
+        # told apart by their lowest terms instead, which name one number each; a
+        # whole number by itself, an int or a Fraction alike)
         distinct: dict = {}
         firsts: list = []
         codes = []
         for v in values:
-            code = distinct.setdefault((v.numerator, v.denominator), len(distinct))
+            if type(v) is int:
+                name = v
+            else:
+                name = v.numerator if v.denominator == 1 else (v.numerator, v.denominator)
+            code = distinct.setdefault(name, len(distinct))
             if code == len(firsts):
-                firsts.append(v)
+                firsts.append(v if type(v) is Fraction else Fraction(v))
             codes.append(code)
         self._bounds[id(node)] = (min(firsts), max(firsts))  # the distinct values' range
         leaves = [None] * len(distinct)
@@ -199,7 +208,7 @@ class Compiler:
         values = cell.array.ravel().tolist()
         if not all(type(v) is Fraction or type(v) is int for v in values):
             return None
-        return [v if type(v) is Fraction else Fraction(v) for v in values]
+        return values  # ints and Fractions (diagram names each value by its lowest terms)
 
     def _diagram(self, deps: list[str], values: list, leaf, level: int, start: int,
                  memo: dict, sizes: list[int]):
@@ -228,8 +237,12 @@ class Compiler:
         return memo[key]
 
     def real(self, value) -> z3.ArithRef:
-        value = Fraction(value)
-        return z3.RealVal(f"{value.numerator}/{value.denominator}", self.ctx)
+        term = self._reals.get(value)
+        if term is None:  # one numeral per value (Z3 makes the same term for it anyway)
+            exact = Fraction(value)
+            term = self._reals[value] = z3.RealVal(f"{exact.numerator}/{exact.denominator}",
+                                                   self.ctx)
+        return term
 
     def boolean(self, value: bool) -> z3.BoolRef:
         return z3.BoolVal(bool(value), self.ctx)
@@ -268,8 +281,12 @@ class Compiler:
             return self.equals(key, True)
         if node.type.kind in ("enum", "str"):
             return {v: self.equals(key, v) for v in values}
-        return z3.Sum([z3.If(self.equals(key, v), self.real(v), self.real(0)) for v in values
-                       if v != 0]) if any(v != 0 for v in values) else self.real(0)
+        term = self._option_nums.get(key)
+        if term is None:  # one term per option: every reference to it is the same term
+            term = self._option_nums[key] = z3.Sum(
+                [z3.If(self.equals(key, v), self.real(v), self.real(0)) for v in values
+                 if v != 0]) if any(v != 0 for v in values) else self.real(0)
+        return term
 
     # ---- value sets, for case splits
     def values(self, node: ir.Node) -> frozenset | None:
@@ -302,6 +319,11 @@ class Compiler:
         fn = Z3_VALUE.get(node.op)
         if fn is None:
             return None
+        if node.op in INTEGRAL_OPS and all(v.denominator == 1 for s in sets for v in s):
+            # whole numbers: the same values in ints, each distinct one made a Fraction
+            out = {fn(*combo) for combo in itertools.product(
+                *[[v.numerator for v in s] for s in sets])}
+            return _capped(frozenset(map(Fraction, out)))
         out = set()
         for combo in itertools.product(*sets):
             out.add(fn(*combo))

@@ -7,9 +7,10 @@ reads the rules and the memory sums alone (a first-plan search orders its
 children by their memory bound, never by time or preferences), so the time
 and preference tables, about a quarter of a Search's tables (issue 25 item 8),
 are not built: time is the constant 0 and there are no preference tiers. The
-search order then follows the memory tables' spreads only; an order changes how
-many nodes the search takes, never whether a plan exists, and every plan it
-finds is confirmed by the exact evaluator (program/metrics.measure), as any.
+search order puts the options the most memory terms read first, then follows
+the memory tables' spreads; an order changes how many nodes the search takes,
+never whether a plan exists, and every plan it finds is confirmed by the exact
+evaluator (program/metrics.measure), as any.
 """
 
 from __future__ import annotations
@@ -26,3 +27,11 @@ class FeasibilitySearch(Search):
 
     def _preferences(self) -> list:
         return []
+
+    def _plan_order(self, allowed: list, by_reads: bool = False) -> list[int]:
+        """The options the most memory terms read first (the optimisation's order,
+        `by_reads`): a candidate that fits nothing is refuted nearer the root. Over
+        the 26 refusals of bench.warm's grids the hardware candidates took 6,161
+        nodes in this order against 10,041 in the memory spreads' alone; the order
+        changes the node count, never whether a plan exists."""
+        return super()._plan_order(allowed, by_reads=True)

@@ -165,3 +165,27 @@ def test_a_feasibility_search_without_the_objective_tables_answers_as_the_full_s
     assert (full.chosen is None) == (light.chosen is None) == refused
     if light.chosen is not None:
         assert light.metrics.feasible and not light.metrics.broken
+
+
+def test_a_feasibility_search_in_the_reads_order_answers_as_in_the_spreads_order(kb):
+    """FeasibilitySearch orders the options the most memory terms read first; over a
+    refusal's hardware candidates (fits and misfits) it answers as the spreads' order,
+    in fewer nodes all told."""
+    from kbsolve.plan.run import _bigger
+    from kbsolve.solver.feasible import FeasibilitySearch
+
+    class SpreadsOrder(FeasibilitySearch):
+        def _plan_order(self, allowed, by_reads=False):
+            return Search._plan_order(self, allowed)
+
+    answers, nodes = {}, {}
+    for gpus, build in _bigger(kb, resolve(kb, Query(gpus="1x4090", model="llama3-70b")))[:5]:
+        problem = build()
+        for kind in (FeasibilitySearch, SpreadsOrder):
+            found = kind(problem).run(first=True, budget=20_000)
+            assert found.status != "budget"
+            answers.setdefault(gpus, set()).add(found.chosen is not None)
+            nodes[kind] = nodes.get(kind, 0) + found.nodes
+    assert all(len(a) == 1 for a in answers.values())
+    assert {True, False} <= set().union(*answers.values())
+    assert nodes[FeasibilitySearch] < nodes[SpreadsOrder]

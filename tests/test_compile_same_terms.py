@@ -1,0 +1,91 @@
+"""The compiler's shortcuts (one numeral per value, one term per numeric option,
+value sets in ints, diagram leaves named by lowest terms) make the very terms the
+plain forms made: the same Z3 terms, in the same order, with the same ids, so the
+solver (and the cores it finds) cannot tell them apart."""
+
+import itertools
+from fractions import Fraction
+
+import pytest
+import z3
+
+from kbsolve.catalog import load_kb
+from kbsolve.dsl import ir
+from kbsolve.dsl.types import NUM
+from kbsolve.program.query import Query, resolve
+from kbsolve.solver import compile as compile_
+from kbsolve.solver.prove import Model
+
+QUERIES = [Query(gpus="1x4090", model="llama3-70b"),  # refused
+           Query(gpus="8xA100", model="qwen3-8b")]
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return load_kb()
+
+
+def _terms(model: Model) -> list[tuple]:
+    roots = list(model.parts.items()) + \
+        [(f"domain{i}", c) for i, c in enumerate(model.c.domain_constraints())] + \
+        [("time", model.time_per_work())] + \
+        [(f"tier{t}", s) for t, s in model.preference_scores().items()]
+    return [(name, term.get_id(), term.sexpr()) for name, term in roots]
+
+
+def _plain_real(self, value):
+    value = Fraction(value)
+    return z3.RealVal(f"{value.numerator}/{value.denominator}", self.ctx)
+
+
+def _plain_option(self, node):
+    key = node.option
+    if key in self.p.fixed:
+        return self.constant(self.p.fixed[key])
+    values = self.p.choices[key]
+    if node.type.kind == "bool":
+        return self.equals(key, True)
+    if node.type.kind in ("enum", "str"):
+        return {v: self.equals(key, v) for v in values}
+    return z3.Sum([z3.If(self.equals(key, v), self.real(v), self.real(0)) for v in values
+                   if v != 0]) if any(v != 0 for v in values) else self.real(0)
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: f"{q.gpus} {q.model}")
+def test_the_shortcuts_make_the_plain_terms(kb, query, monkeypatch):
+    problem = resolve(kb, query).problem
+    exact_values = compile_.Compiler._exact_values
+    with monkeypatch.context() as mixed:  # whole numbers as ints and Fractions, mixed
+        mixed.setattr(compile_.Compiler, "_exact_values", lambda self, node, deps: (
+            None if (v := exact_values(self, node, deps)) is None else
+            [int(x) if i % 2 and x == int(x) else Fraction(x) for i, x in enumerate(v)]))
+        fast = _terms(Model(problem))
+    with monkeypatch.context() as plain:
+        plain.setattr(compile_.Compiler, "real", _plain_real)
+        plain.setattr(compile_.Compiler, "_option", _plain_option)
+        plain.setattr(compile_, "INTEGRAL_OPS", frozenset())
+        plain.setattr(compile_.Compiler, "_exact_values", lambda self, node, deps: (
+            None if (v := exact_values(self, node, deps)) is None else [Fraction(x) for x in v]))
+        slow = _terms(Model(problem))
+    assert len(fast) > 50 and fast == slow
+
+
+def _value_set(problem, op: str, sets: list) -> frozenset | None:
+    """compile's value set of `op` over arguments whose value sets are `sets`."""
+    compiler = compile_.Compiler(problem)
+    args = tuple(ir.Const(Fraction(0), NUM) for _ in sets)
+    for arg, values in zip(args, sets):
+        compiler._values[id(arg)] = (arg, frozenset(map(Fraction, values)))
+    return compiler.values(ir.Op(op, args, NUM))
+
+
+@pytest.mark.parametrize("op", sorted(compile_.INTEGRAL_OPS | {"/", "%"}))
+def test_value_sets_in_ints_are_the_fraction_ones(kb, op, monkeypatch):
+    problem = resolve(kb, QUERIES[0]).problem
+    arity = 1 if op in ("neg", "abs") else 3 if op in ("sum", "min", "max") else 2
+    for sets in (([-3, 0, 2, 7], [1, 4, -5], [6, 0]), ([-3, 2], [Fraction(1, 3), 4], [1])):
+        fast = _value_set(problem, op, sets[:arity])
+        with monkeypatch.context() as plain:
+            plain.setattr(compile_, "INTEGRAL_OPS", frozenset())
+            slow = _value_set(problem, op, sets[:arity])
+        assert fast == slow and len(fast) > 1 and all(type(v) is Fraction for v in fast)
