@@ -37,6 +37,7 @@ TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
 # diffusion frameworks 0.13, where the fewer nodes did not pay for a second
 # layout of the tables (the explanations keep the problem's order).
 READS_FIRST = 1 / 3
+SUPPORTS_KEPT = 4096  # domains()' table steps kept per Search (_supports)
 CUT_ON_TIME = True  # _State.dfs cuts a child on its time before reading its memory
 
 
@@ -275,11 +276,8 @@ class Search:
                             why["empty"] = name
                         return None
                     continue
-                masked_ = cell.array & allowed_mask(cell.sizes,
-                                                    [allowed[axis] for axis in cell.deps])
-                for i, axis in enumerate(cell.deps):
-                    others = tuple(j for j in range(len(cell.deps)) if j != i)
-                    support = masked_.any(axis=others) if others else masked_
+                supports = self._supports(cell, [allowed[axis] for axis in cell.deps])
+                for axis, support in zip(cell.deps, supports):
                     lost = allowed[axis] & ~support
                     if lost.any():
                         if why is not None:
@@ -292,6 +290,25 @@ class Search:
                                 why["empty"] = name
                             return None
         return allowed
+
+    def _supports(self, cell, masks: list) -> list:
+        """Per axis of a rule table, the values some allowed combination of the
+        others supports: domains()' step, a pure function of the table and the
+        masks, kept per Search (an explanation's clash() asks the same tables
+        with the same masks again: two in three steps over bench.warm's plans)."""
+        memo = self.__dict__.setdefault("_support_memo", {})
+        key = (id(cell), b"".join([mask.tobytes() for mask in masks]))
+        found = memo.get(key)
+        if found is None:
+            masked_ = cell.array & allowed_mask(cell.sizes, masks)
+            found = []
+            for i in range(len(cell.deps)):
+                others = tuple(j for j in range(len(cell.deps)) if j != i)
+                found.append(masked_.any(axis=others) if others else masked_)
+            if len(memo) >= SUPPORTS_KEPT:
+                memo.clear()
+            memo[key] = found
+        return found
 
     # ---- the search
     def prepare(self, axes: list[int] | None = None, allowed: list | None = None) -> bool:
