@@ -101,18 +101,39 @@ def test_kept_table_steps_give_the_masks_and_rules_of_fresh_ones(searches, monke
     assert 0 < len(built) < len(fresh_steps) / 2
 
 
+def _step_reference(cell, masks):
+    masked = cell.array & allowed_mask(cell.sizes, masks)
+    out = []
+    for i, axis in enumerate(cell.deps):
+        others = tuple(j for j in range(len(cell.deps)) if j != i)
+        support = masked.any(axis=others) if others else masked
+        lost = masks[i] & ~support
+        if lost.any():
+            out.append((axis, (masks[i] & support).tolist(), np.flatnonzero(lost).tolist(),
+                        not (masks[i] & support).any()))
+    return out
+
+
+def _plain(step):
+    return [(axis, kept.tolist(), lost, emptied) for axis, kept, lost, emptied in step]
+
+
 def test_a_step_kept_for_other_masks_is_not_read(searches):
-    """The same table with other masks: its own supports, not the kept ones."""
+    """The same table with other masks: its own step, not the kept one; asked
+    again, the kept one, equal to a fresh step."""
     search = searches[0]
-    name, cell = next((n, c) for n, c in search.rules
-                      if isinstance(c, Table) and len(c.deps) >= 2)
-    every = [np.ones(size, dtype=bool) for size in cell.sizes]
-    first = [s.tolist() for s in search._supports(cell, every)]
-    narrowed = [m.copy() for m in every]
-    narrowed[0][:] = False
-    narrowed[0][0] = True
-    masked = cell.array & allowed_mask(cell.sizes, narrowed)
-    expected = [masked.any(axis=tuple(j for j in range(len(cell.deps)) if j != i)).tolist()
-                for i in range(len(cell.deps))]
-    assert [s.tolist() for s in search._supports(cell, narrowed)] == expected
-    assert [s.tolist() for s in search._supports(cell, every)] == first
+
+    def narrowed(cell, value):
+        masks = [np.ones(size, dtype=bool) for size in cell.sizes]
+        masks[0][:] = False
+        masks[0][value] = True
+        return masks
+
+    cell, value = next((c, v) for _, c in search.rules
+                       if isinstance(c, Table) and len(c.deps) >= 2
+                       for v in range(c.sizes[0]) if _step_reference(c, narrowed(c, v)))
+    every, narrowed = [np.ones(size, dtype=bool) for size in cell.sizes], narrowed(cell, value)
+    for masks in (every, narrowed, every, narrowed):
+        assert _plain(search._step(cell, masks)) == _step_reference(cell, masks)
+    assert _step_reference(cell, every) != _step_reference(cell, narrowed)
+    assert search._step(cell, every) is search._step(cell, [m.copy() for m in every])
