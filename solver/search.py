@@ -262,8 +262,9 @@ class Search:
                 wanted = [fixed[key]]
             elif key in p.pinned:
                 wanted = [p.pinned[key]]
-            else:
-                wanted = values
+            else:  # every value (`in` finds each by identity: no comparisons)
+                allowed.append(np.ones(len(values), dtype=bool))
+                continue
             allowed.append(np.array([v in wanted for v in values], dtype=bool))
         changed = True
         tables = [(name, c) for name, c in self.rules if isinstance(c, Table)]
