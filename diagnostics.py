@@ -41,12 +41,14 @@ class Span:
 
 @dataclass(frozen=True)
 class Note:
+    """A diagnostic's note: a message and the other place it points at."""
     message: str
     span: Span | None = None
 
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One error or warning: the message, where it points, its code, notes and hint."""
     message: str
     span: Span | None = None
     severity: str = "error"

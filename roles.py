@@ -26,6 +26,7 @@ TABLES = {"let": "lets", "option": "options", "memory": "memory", "speed": "spee
 
 @dataclass(frozen=True)
 class Role:
+    """A KB name Python relies on: its kind, meaning and the files that read it."""
     name: str
     kind: str  # a key of TABLES, "enum" or "value" (of the vocabulary), "values" (numbers)
     meaning: str  # one line: what Python does with it

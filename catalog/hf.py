@@ -72,6 +72,7 @@ class Reader:
 
 @dataclass(frozen=True)
 class HfTable:
+    """hf_configs' readers of a Hugging Face config, by model_type, and the fallback's name."""
     readers: dict[str, Reader] = field(default_factory=dict)  # by every name it reads
     fallback: str = ""
 

@@ -23,6 +23,7 @@ from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Sour
 
 @dataclass(frozen=True)
 class _Kind:
+    """One catalog kind: its name, its YAML file's top-level key and its label in messages."""
     kind: str      # "gpu"
     top: str       # top-level YAML key, "gpus"
     label: str     # for messages, "GPU"
@@ -330,6 +331,7 @@ def _generic_gpu(raw: Any, at: tuple, pos: Positions, schema: type, sink: Diagno
 
 @dataclass
 class _Parsed:
+    """One catalog entry as read from a layer, with where its names and reason were written."""
     spec: Any  # a CatalogEntry
     layer: int
     keys: list[tuple[str, Span]]  # name and aliases with where each was written

@@ -16,6 +16,7 @@ from kbsolve.dsl.types import Type
 
 @dataclass(frozen=True)
 class Const:
+    """A constant: a bool, an exact number or a string."""
     value: Union[bool, Fraction, str]
     type: Type
     span: Span = field(compare=False, default=Span(""))
@@ -23,6 +24,7 @@ class Const:
 
 @dataclass(frozen=True)
 class OptionRef:
+    """A read of a framework option by its key."""
     option: str  # "framework.name"
     type: Type
     span: Span = field(compare=False, default=Span(""))
@@ -30,6 +32,7 @@ class OptionRef:
 
 @dataclass(frozen=True)
 class FactRef:
+    """A read of a fact (a query or catalog number) by its path."""
     path: str  # "gpu.memory_gib"
     type: Type
     span: Span = field(compare=False, default=Span(""))
@@ -37,6 +40,7 @@ class FactRef:
 
 @dataclass(frozen=True)
 class LetRef:
+    """A read of a let by its scoped name."""
     let: str  # "scope.name"
     type: Type
     span: Span = field(compare=False, default=Span(""))
@@ -54,6 +58,7 @@ class MemorySum:
 
 @dataclass(frozen=True)
 class Op:
+    """An operator (ir.Op.op names it, dsl/operators.py signs it) over its arguments."""
     op: str
     args: tuple["Node", ...]
     type: Type

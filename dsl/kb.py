@@ -46,6 +46,7 @@ class Meta:
 
 @dataclass(frozen=True)
 class OutputFile:
+    """A file the framework reads: its kind, path and the plans it is written for."""
     name: str
     kind: str  # yaml | json | env | params | args | script | requirements
     path: str
@@ -55,6 +56,7 @@ class OutputFile:
 
 @dataclass(frozen=True)
 class Launch:
+    """A launch command and the condition under which a plan uses it."""
     command: str
     condition: Node | None
     span: Span
@@ -62,6 +64,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class Framework:
+    """A framework: its models, task option, version, files and launch commands."""
     name: str
     meta: Meta
     models: tuple[str, ...]
@@ -76,6 +79,7 @@ class Framework:
 
 @dataclass(frozen=True)
 class Emit:
+    """Where an option is written in the framework's files, and how its values map."""
     target: str
     key: str
     value_map: tuple[tuple[Any, Any], ...] | None  # (option value, written value or None=omit)
@@ -84,6 +88,7 @@ class Emit:
 
 @dataclass(frozen=True)
 class Alias:
+    """An old or wrong key name of an option (read in users' configs), with its note."""
     old: str
     note: str
     span: Span
@@ -91,6 +96,7 @@ class Alias:
 
 @dataclass(frozen=True)
 class ValueAlias:
+    """An option value's old spelling and the value it now means."""
     old: Any
     new: Any
     note: str
@@ -103,6 +109,7 @@ PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 @dataclass(frozen=True)
 class Option:
+    """A framework option: its type, domain or bounds and default."""
     framework: str
     name: str
     type: Type
@@ -154,6 +161,7 @@ class Option:
 
 @dataclass(frozen=True)
 class NoKey:
+    """A config key the framework has no option for, and why it is accepted if it is."""
     framework: str
     key: str
     meta: Meta
@@ -183,6 +191,7 @@ class Silence:
 
 @dataclass(frozen=True)
 class Fact:
+    """A fact's path, type and the scale from its catalog unit to base units."""
     path: str
     type: Type
     scale: Fraction  # catalog value times scale gives base units
@@ -191,6 +200,7 @@ class Fact:
 
 @dataclass(frozen=True)
 class Let:
+    """A named expression in a scope, with its checked type."""
     scope: str
     name: str
     expr: Node
@@ -204,6 +214,7 @@ class Let:
 
 @dataclass(frozen=True)
 class Rule:
+    """A hard rule (require or forbid) over options and facts."""
     framework: str
     id: str
     kind: str  # require | forbid
@@ -222,6 +233,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Warning_:
+    """A warning over options and facts, and why a plan may still accept it."""
     framework: str
     id: str
     expr: Node
@@ -251,6 +263,7 @@ class OptIn:
 
 @dataclass(frozen=True)
 class Preference:
+    """A weighted preference among equal plans, in its tier."""
     framework: str
     id: str
     expr: Node
@@ -261,6 +274,7 @@ class Preference:
 
 @dataclass(frozen=True)
 class MemoryTerm:
+    """A named memory term: its expression, level (allocated, reserved, device) and location."""
     framework: str
     name: str
     expr: Node
@@ -271,6 +285,7 @@ class MemoryTerm:
 
 @dataclass(frozen=True)
 class SpeedTerm:
+    """A named speed term: a time or a factor."""
     framework: str
     name: str
     expr: Node
@@ -280,6 +295,7 @@ class SpeedTerm:
 
 @dataclass(frozen=True)
 class WorkTerm:
+    """A named term of the work a step does (for throughput)."""
     framework: str
     name: str
     expr: Node
@@ -288,6 +304,7 @@ class WorkTerm:
 
 @dataclass(frozen=True)
 class StaticEmit:
+    """A value written into a framework file when its condition holds."""
     framework: str
     target: str
     key: str
@@ -298,6 +315,7 @@ class StaticEmit:
 
 @dataclass(frozen=True)
 class Category:
+    """An audit checklist's category: its titles and points."""
     framework: str
     id: str
     title_en: str
@@ -308,6 +326,7 @@ class Category:
 
 @dataclass(frozen=True)
 class Check:
+    """An audit check: its category, titles, points, priority and when it applies."""
     framework: str
     id: str
     category: str
@@ -328,6 +347,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Detector:
+    """The signs that a project uses a framework (imports, CLIs, YAML keys, paths, ...)."""
     framework: str
     imports: tuple[str, ...]
     clis: tuple[str, ...]
@@ -351,6 +371,7 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Test:
+    """A KB test: its facts, pins, expectations and checks."""
     framework: str
     name: str
     given: tuple[tuple[str, Any], ...]
@@ -467,6 +488,7 @@ def _scope(entry) -> str:
 
 @dataclass(frozen=True)
 class KnowledgeBase:
+    """The checked KB: every declaration by kind and key, frozen and shared read-only."""
     frameworks: dict[str, Framework]
     options: dict[str, Option]
     nokeys: dict[str, NoKey]

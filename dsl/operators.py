@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Signature:
+    """How an operator is written and typed: its spelling, arity and result."""
     name: str  # as ir.Op.op spells it
     written: str  # "infix" (a + b), "prefix" (not a, -a), "call" (min(a, b)), "if"
     least: int  # arguments, at least

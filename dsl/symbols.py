@@ -27,6 +27,7 @@ FRAMEWORK_ONLY = {"option", "rule", "warn", "optin", "prefer", "check", "memory"
 
 @dataclass
 class Entry:
+    """A declaration and the module that declares it."""
     decl: ast.Decl
     module: ast.Module
 
@@ -37,6 +38,7 @@ class Entry:
 
 @dataclass
 class Tables:
+    """The symbol tables of a KB being checked: modules, frameworks, facts and scoped names."""
     modules: dict[str, ast.Module] = field(default_factory=dict)
     frameworks: dict[str, Entry] = field(default_factory=dict)
     facts: dict[str, Entry] = field(default_factory=dict)

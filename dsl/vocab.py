@@ -70,6 +70,7 @@ class When:
 
 @dataclass(frozen=True)
 class Field:
+    """A vocabulary field: its group, kind, enum values, unit and default."""
     group: str
     name: str
     kind: str  # bool | int | num | str | enum | list
@@ -116,6 +117,7 @@ class Field:
 
 @dataclass(frozen=True)
 class Vocabulary:
+    """The vocabulary's fields and named enums, indexed by path."""
     fields: tuple[Field, ...] = ()
     enums: dict[str, Enum] = field(default_factory=dict)
 

@@ -21,6 +21,7 @@ MANIFEST = ".kbsolve-emitted.json"
 
 @dataclass
 class Emitted:
+    """The files an emit wrote and the stale ones it removed."""
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # stale files of an earlier emit
 

@@ -14,6 +14,7 @@ from kbsolve.program.problem import Problem
 
 @dataclass
 class Metrics:
+    """The exact evaluation of one assignment: rules broken, memory and time by term."""
     broken: list[str]  # rule keys that fail
     irrelevant_changed: list[str]  # options set while their `when` is false
     memory: dict[str, Fraction]  # gpu term key -> bytes

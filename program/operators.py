@@ -49,6 +49,7 @@ UNKNOWN = None  # the range of an enum-valued expression
 
 @dataclass(frozen=True)
 class Operator:
+    """One operator's views: exact, scalar, vector, interval and Z3."""
     signature: Signature
     exact: Callable
     scalar: Callable

@@ -20,6 +20,7 @@ MAX_RANGE_CHOICES = 256
 
 @dataclass
 class Problem:
+    """A query's search problem: facts, fixed options, choices and budgets."""
     kb: KnowledgeBase
     framework: str
     facts: dict[str, Any]

@@ -60,6 +60,7 @@ class Query(BaseModel):
 
 @dataclass
 class Resolved:
+    """A query resolved against the catalogs: its problem, GPU, model, network and notes."""
     query: Query
     problem: Problem
     gpu: Any

@@ -22,6 +22,7 @@ from kbsolve.solver.search import NODE_BUDGET, Search
 
 @dataclass
 class Outcome:
+    """What a solve found: its status, assignment, metrics, core and the search used."""
     status: str  # optimal | feasible | infeasible | unknown
     chosen: dict[str, Any] = field(default_factory=dict)
     metrics: Metrics | None = None

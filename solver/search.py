@@ -67,6 +67,7 @@ class TimedOut(Exception):
 
 @dataclass
 class Found:
+    """A search round's result: its status, assignment, metrics and node count."""
     status: str  # optimal | infeasible | budget | timeout
     chosen: dict[str, Any] | None
     metrics: Metrics | None
