@@ -144,10 +144,7 @@ class _OnFirstUse:
 
 def _load_in_place(module, imported: tuple[str, ...]) -> None:
     """The package's own code run in `module` (which stays the one in sys.modules)."""
-    import sys
-    from importlib.machinery import PathFinder
-    parent, _, _ = module.__name__.rpartition(".")
-    spec = PathFinder.find_spec(module.__name__, sys.modules[parent].__path__)
+    spec = _real_spec(module.__name__)
     for attr in ("__getattr__", "__dir__", *imported):
         vars(module).pop(attr, None)
     module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
@@ -203,15 +200,20 @@ def _aside(name: str):
         if attr.startswith("__"):
             raise AttributeError(attr)
         if not real:
-            import sys
-            from importlib.machinery import PathFinder
             from importlib.util import module_from_spec
-            parent, _, _ = name.rpartition(".")
-            spec = PathFinder.find_spec(name, sys.modules[parent].__path__ if parent else None)
+            spec = _real_spec(name)
             real.append(module_from_spec(spec))
             spec.loader.exec_module(real[0])
         return getattr(real[0], attr)
     return attribute
+
+
+def _real_spec(name: str):
+    """The module's own spec, found past this module's finders (on its parent's path)."""
+    import sys
+    from importlib.machinery import PathFinder
+    parent, _, _ = name.rpartition(".")
+    return PathFinder.find_spec(name, sys.modules[parent].__path__ if parent else None)
 
 
 def save_compiled_code() -> None:

@@ -80,6 +80,7 @@ class Search:
     def __init__(self, problem):
         self.p = problem
         self.keys = sorted(problem.choices)  # the tables' axes
+        self._step_memo: dict = {}  # domains()' table steps (_step)
         t = self.tables = Tables(problem, self.keys)
         self.rules = [(f"rule:{r.framework}.{r.id}", t.cell(r.constraint))
                       for r in problem.rules]
@@ -296,7 +297,7 @@ class Search:
         lost, whether none is left). A pure function of the table and the
         masks, kept per Search: an explanation's clash() asks the same tables
         with the same masks again (nine in ten of its steps over bench.warm's plans)."""
-        memo = self.__dict__.setdefault("_step_memo", {})
+        memo = self._step_memo
         key = (id(cell), b"".join([mask.tobytes() for mask in masks]))
         found = memo.get(key)
         if found is None:
@@ -960,7 +961,7 @@ class _State:
 
     def _time_first(self, k: int) -> int:
         """The first step of time_low (its parts, then its factors) whose cell
-        reads place k (found once a search)."""
+        reads place k (found once a round)."""
         n = self.time_firsts[k]
         if n is None:
             s = self.s
