@@ -26,7 +26,7 @@ from kbsolve.collector import paused
 from kbsolve.codecache import (CACHE_ENV, cache_dir, checksum,  # noqa: F401 - the caches' one directory
                                framed, key_name, write_atomically)
 
-_MAGIC = b"kbsolve-kb-cache-v2\n"  # v1: a SHA-256 check line
+_MAGIC = b"kbsolve-kb-cache-v3\n"  # v2: one pickle, its tables' bytes in it; v1: SHA-256
 _STAMP_MAGIC = b"kbsolve-kb-stamp-v1\n"
 RACY_NS = 2_000_000_000  # a source this recent when read is never stamped
 _LOADED: OrderedDict[tuple[str, bytes], object] = OrderedDict()
@@ -42,9 +42,8 @@ class KbCache:
 
     def get(self, digest: str):
         path = self._path(digest)
-        try:
-            data = path.read_bytes()
-        except OSError:
+        data = mapped(path)
+        if data is None:
             return None
         unwrapped = _unwrap(data)
         if unwrapped is None:
@@ -55,7 +54,7 @@ class KbCache:
             _LOADED.move_to_end(loaded)
             return _LOADED[loaded]
         try:
-            value = _unpickle(unwrapped[1])
+            value = _unpickle(*_unpacked(unwrapped[1]))
         except Exception:  # a payload from another version: rebuild it
             _remove(path)
             return None
@@ -93,20 +92,45 @@ class KbCache:
 
     def put(self, digest: str, value) -> None:
         try:
-            payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            payload = _packed(value)
             write_atomically(self._path(digest), framed(_MAGIC, payload), ".kb-")
             _keep((digest, checksum(payload)), value)
         except (OSError, pickle.PicklingError, RecursionError):
             pass  # the cache is an optimisation; a read-only home must still work
 
 
-def _unpickle(payload: bytes):
+def _packed(value) -> bytes:
+    """An entry's payload: a line of the lengths of the pickle and of its out-of-band
+    buffers (the KB's still-pickled tables, dsl/kb.py Pickled and Scoped), then those
+    bytes. Unpickled, the tables are views of the file read, not copies of its
+    megabytes (fresh pages: ~6 us each to touch on this VM; issue 25)."""
+    buffers = []
+    stream = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    parts = [stream, *(buffer.raw() for buffer in buffers)]
+    return b" ".join(b"%d" % len(part) for part in parts) + b"\n" + b"".join(parts)
+
+
+def _unpacked(payload: memoryview) -> tuple[memoryview, list[memoryview]]:
+    """(pickle, buffers) of a payload _packed wrote (a view of the file's tail, _unwrap):
+    views of it."""
+    start = len(payload.obj) - payload.nbytes
+    end = payload.obj.find(b"\n", start) - start
+    parts, at = [], end + 1
+    for length in bytes(payload[:max(end, 0)]).split():
+        parts.append(payload[at:at + int(length)])
+        at += int(length)
+    if end < 0 or at != payload.nbytes or not parts:
+        raise ValueError("not a payload of this version")
+    return parts[0], parts[1:]
+
+
+def _unpickle(payload, buffers=()):
     """The KB, unpickled without garbage collection passes: it is hundreds of thousands of
     new objects and no garbage, and each pass would walk them all again (issue 25: most
     of a cached load's time). The KB is read-only from here on: moved out of the
     collector's generations (gc.freeze), later passes skip it too."""
     with paused():
-        value = pickle.loads(payload)
+        value = pickle.loads(payload, buffers=buffers)
     gc.freeze()
     return value
 
@@ -117,10 +141,10 @@ def _keep(loaded: tuple[str, bytes], value) -> None:
         _LOADED.popitem(last=False)
 
 
-def _unwrap(data: bytes) -> tuple[bytes, memoryview] | None:
-    """(checksum, payload) of an intact entry; the payload is a view of `data`, not a
-    copy of its megabytes."""
-    if not data.startswith(_MAGIC):
+def _unwrap(data) -> tuple[bytes, memoryview] | None:
+    """(checksum, payload) of an intact entry (its bytes or their mmap); the payload is
+    a view of `data`, not a copy of its megabytes."""
+    if data[:len(_MAGIC)] != _MAGIC:
         return None
     end = data.find(b"\n", len(_MAGIC))
     if end < 0:
@@ -129,6 +153,23 @@ def _unwrap(data: bytes) -> tuple[bytes, memoryview] | None:
     if checksum(payload) != head:
         return None
     return head, payload
+
+
+def mapped(path: Path):
+    """An entry's bytes, mapped read-only (an mmap; b"" when empty), or None when it
+    cannot be read. Read into memory, every page of the copy is a fresh one to fault in
+    (~6 us each on this VM; issue 25); mapped, the kernel maps the page cache's pages
+    16 at a fault, and the KB's still-pickled tables stay views of them (_unpacked).
+    Writers replace an entry (write_atomically), never write into it, so a mapping
+    keeps the bytes it was opened with."""
+    import mmap
+    try:
+        with open(path, "rb") as file:
+            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except ValueError:  # an empty file cannot be mapped
+        return b""
+    except OSError:
+        return None
 
 
 def _remove(path: Path) -> None:

@@ -402,16 +402,23 @@ def _loads(data: bytes):
         return pickle.loads(data)
 
 
+def _carried(data, protocol: int):
+    """A still-pickled table's bytes (or a view of the KB cache's file) as pickle
+    `protocol` carries them: a buffer from protocol 5 on, which a pickler given a
+    buffer_callback keeps out of the stream (dsl/cache.py), else bytes."""
+    return pickle.PickleBuffer(data) if protocol >= 5 else bytes(data)
+
+
 class Pickled:
     """A table of a pickled KB, still pickled (KnowledgeBase.__setstate__)."""
 
     __slots__ = ("data",)
 
-    def __init__(self, data: bytes):
-        self.data = data
+    def __init__(self, data):
+        self.data = data  # bytes, or a view of the KB cache's file
 
-    def __reduce__(self):
-        return Pickled, (self.data,)
+    def __reduce_ex__(self, protocol):
+        return Pickled, (_carried(self.data, protocol),)
 
 
 class Scoped:
@@ -423,13 +430,14 @@ class Scoped:
 
     def __init__(self, order: dict, chunks: dict, reads: dict):
         self.order = order  # table -> tuple of scopes, one per entry
-        self.chunks = chunks  # scope -> bytes
+        self.chunks = chunks  # scope -> bytes, or a view of the KB cache's file
         self.reads = reads  # scope -> tuple of scopes
         self.loaded: dict[str, dict] = {}  # scope -> its unpickled {table: [(key, entry)]}
         self.views: dict[str, KnowledgeBase] = {}  # framework -> KnowledgeBase.scoped's
 
-    def __reduce__(self):
-        return Scoped, (self.order, self.chunks, self.reads)
+    def __reduce_ex__(self, protocol):
+        chunks = {scope: _carried(data, protocol) for scope, data in self.chunks.items()}
+        return Scoped, (self.order, chunks, self.reads)
 
     @classmethod
     def of(cls, tables: dict) -> "Scoped":

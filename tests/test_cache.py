@@ -14,7 +14,7 @@ import pytest
 from kbsolve.catalog import knowledge as load
 from kbsolve.codecache import checksum, framed
 from kbsolve.dsl.cache import _MAGIC as MAGIC
-from kbsolve.dsl.cache import CACHE_ENV, KbCache, cache_dir
+from kbsolve.dsl.cache import CACHE_ENV, KbCache, _unpacked, cache_dir
 from kbsolve.dsl.kb import KnowledgeBase
 
 pytestmark = pytest.mark.empty_kb_cache  # these tests count builds and entries from nothing
@@ -53,7 +53,8 @@ def valid(path: Path) -> KnowledgeBase:
     assert data.startswith(MAGIC)
     head, _, payload = data[len(MAGIC):].partition(b"\n")
     assert checksum(payload) == head
-    value = pickle.loads(payload)
+    stream, buffers = _unpacked(memoryview(payload))
+    value = pickle.loads(stream, buffers=buffers)
     assert isinstance(value, KnowledgeBase)
     return value
 

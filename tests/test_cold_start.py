@@ -196,6 +196,48 @@ def test_the_cached_kb_unpickles_its_tests_and_checks_on_first_use():
         loaded.no_such_table
 
 
+def test_a_kb_from_the_cache_keeps_its_pickled_tables_as_views_of_the_mapped_entry(
+        tmp_path, monkeypatch):
+    """The entry's file is mapped, and the KB's still-pickled tables (each scope's
+    entries, tests and checks) are views of it, not copies; the KB reads as the
+    built one, and pickles again under every protocol (bytes below 5)."""
+    import mmap
+    import pickle
+
+    from kbsolve.api import load_kb
+
+    built = load_kb(use_cache=False)
+    monkeypatch.setattr(kb_cache, "_LOADED", type(kb_cache._LOADED)())
+    store = kb_cache.KbCache(tmp_path)
+    store.put("cd" * 32, built)
+    monkeypatch.setattr(kb_cache, "_LOADED", type(kb_cache._LOADED)())
+    loaded = store.get("cd" * 32)
+    assert loaded is not built
+    held = [*loaded.__dict__["_scoped"].chunks.values(), *loaded.__dict__["_pickled"].values()]
+    assert len(held) > 3
+    assert all(isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap)
+               for data in held)
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(loaded, protocol=protocol)) == built, protocol
+    assert loaded.scoped("flow-factory").rules.keys() <= built.rules.keys()
+    assert loaded == built
+
+
+@pytest.mark.parametrize("payload", [b"", b"12\n\x80\x05", b"3 4\n\x80\x05N.",
+                                     b"no line", b"x\n"])
+def test_an_entry_whose_parts_do_not_add_up_is_removed_and_rebuilt(tmp_path, payload):
+    """A payload whose lengths line does not match its bytes (a cache of another version
+    that passes its checksum) is no KB: get removes the entry."""
+    from kbsolve.codecache import framed
+
+    store = kb_cache.KbCache(tmp_path)
+    store.put("ce" * 32, [1])
+    (path,) = tmp_path.glob("kb-*.pickle")
+    path.write_bytes(framed(kb_cache._MAGIC, payload))
+    assert store.get("ce" * 32) is None
+    assert not path.exists()
+
+
 def _in_scope(entry, scopes) -> bool:
     from kbsolve.dsl.kb import Let
     return (entry.scope if isinstance(entry, Let) else entry.framework) in scopes
