@@ -31,6 +31,7 @@ _STAMP_MAGIC = b"kbsolve-kb-stamp-v1\n"
 RACY_NS = 2_000_000_000  # a source this recent when read is never stamped
 _LOADED: OrderedDict[tuple[str, bytes], object] = OrderedDict()
 _LOADED_MAX = 4
+_DAMAGED = object()  # what get's unpickling gives for an entry that is no KB
 
 
 class KbCache:
@@ -46,16 +47,19 @@ class KbCache:
         if data is None:
             return None
         unwrapped = _unwrap(data)
-        if unwrapped is None:
-            _remove(path)
-            return None
-        loaded = (digest, unwrapped[0])
+        loaded = None if unwrapped is None else (digest, unwrapped[0])
         if loaded in _LOADED:
             _LOADED.move_to_end(loaded)
             return _LOADED[loaded]
-        try:
-            value = _unpickle(*_unpacked(unwrapped[1]))
-        except Exception:  # a payload from another version: rebuild it
+        value = _DAMAGED
+        if unwrapped is not None:
+            try:
+                value = _unpickle(*_unpacked(unwrapped[1]))
+            except Exception:  # noqa: BLE001 - a payload from another version: rebuild it
+                pass
+        if value is _DAMAGED:
+            del unwrapped
+            _unmap(data)  # first: a mapped file cannot be removed everywhere (Windows)
             _remove(path)
             return None
         _keep(loaded, value)
@@ -170,6 +174,14 @@ def mapped(path: Path):
         return b""
     except OSError:
         return None
+
+
+def _unmap(data) -> None:
+    """Closes a mapping no view holds (mapped's mmap; bytes have nothing to close)."""
+    try:
+        data.close()
+    except (AttributeError, BufferError):
+        pass
 
 
 def _remove(path: Path) -> None:

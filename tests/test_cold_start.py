@@ -238,6 +238,25 @@ def test_an_entry_whose_parts_do_not_add_up_is_removed_and_rebuilt(tmp_path, pay
     assert not path.exists()
 
 
+@pytest.mark.parametrize("payload", [b"1\nx", None])
+def test_a_damaged_entry_is_unmapped_before_it_is_removed(tmp_path, monkeypatch, payload):
+    """A mapped file cannot be removed everywhere (Windows): get closes its mapping of
+    an entry that is no KB (a bad pickle, a failed checksum) before removing it."""
+    from kbsolve.codecache import framed
+
+    store = kb_cache.KbCache(tmp_path)
+    store.put("cf" * 32, [1])
+    (path,) = tmp_path.glob("kb-*.pickle")
+    path.write_bytes(framed(kb_cache._MAGIC, payload) if payload else
+                     kb_cache._MAGIC + b"00000000\n1\nx")
+    maps, real_mapped, real_remove = [], kb_cache.mapped, kb_cache._remove
+    monkeypatch.setattr(kb_cache, "mapped", lambda p: maps.append(real_mapped(p)) or maps[-1])
+    monkeypatch.setattr(kb_cache, "_remove",
+                        lambda p: (maps.append(maps[0].closed), real_remove(p)))
+    assert store.get("cf" * 32) is None
+    assert maps[1:] == [True] and not path.exists()
+
+
 def _in_scope(entry, scopes) -> bool:
     from kbsolve.dsl.kb import Let
     return (entry.scope if isinstance(entry, Let) else entry.framework) in scopes
