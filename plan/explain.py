@@ -528,7 +528,7 @@ class _Neighbour:
     @property
     def exact(self) -> Metrics:
         if self._exact is None:
-            self._exact = measure(self.problem, self.assignment)
+            self._exact = measure(self.problem, self.assignment, lazy=True)
         return self._exact
 
     @property

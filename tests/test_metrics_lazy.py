@@ -174,3 +174,18 @@ def test_ranked_alternatives_come_in_the_order_of_their_exact_estimates():
     order = alt._ranked(unique)
     assert next(order)[1][0] == {"k": 0} and late.reads == 0
     assert next(order)[1][1] is late and late.reads == 1
+
+
+def test_a_neighbour_measures_past_memory_only_when_read(problems):
+    """A neighbour without a float view answers feasible from rules and memory; its
+    time is measured when `slower` reads it, and equals measure()'s."""
+    problem = problems[0]
+    for assignment in list(_assignments(problem))[1:4]:
+        plan = measure(problem, next(_assignments(problem)))
+        neighbour = ex._Neighbour(problem, assignment, None, plan, sort_key(plan), None,
+                                  ex._Views(problem, None))
+        whole = measure(problem, assignment)
+        assert neighbour.feasible == whole.feasible and neighbour.fits == whole.fits
+        assert "_pending" in vars(neighbour.exact)
+        assert neighbour.slower == (whole.time_per_work > plan.time_per_work)
+        assert _fields(neighbour.exact) == _fields(whole)
