@@ -12,6 +12,7 @@ in either, is not an alternative.
 
 from __future__ import annotations
 
+import heapq
 from fractions import Fraction
 from typing import Any
 
@@ -34,7 +35,7 @@ def runner_ups(best: Metrics, candidates: list[tuple[dict[str, Any], Any]],
             unique.setdefault(tuple(sorted(changes.items(), key=repr)), (changes, candidate))
     # rank on the float estimates, measure exactly from the best down until
     # `top` are taken (and every candidate within the tolerance of the last)
-    order = sorted(unique.items(), key=lambda item: (_estimate(item[1][1]), repr(item[0])))
+    order = _ranked(unique)
     found: list[tuple[dict, Metrics]] = []
     last = None
     for _, (changes, candidate) in order:
@@ -95,6 +96,30 @@ def _dominates(a: Metrics, b: Metrics) -> bool:
     """`a` is no worse than `b` in time and memory, and visibly better in one."""
     return a.time_per_work <= b.time_per_work and \
         a.levels["device"] <= b.levels["device"] and any(_better(a, b))
+
+
+def _ranked(unique: dict):
+    """unique's items in the order sorted() gives them by (_estimate, repr of the
+    change set), the first of equals first; a candidate with a float view of its
+    own (`float_view`: a plan a search found, measured lazily) is measured only once
+    it could come next: its view's first part, less four times the tolerance, is
+    below its exact first estimate, so while it is above the next one's, it is after."""
+    ready: list = []
+    waiting = []
+    for index, item in enumerate(unique.items()):
+        view = getattr(item[1][1], "float_view", None)
+        if view is None:
+            heapq.heappush(ready, (_estimate(item[1][1]), repr(item[0]), index, item))
+        else:
+            first = view.key[0]
+            waiting.append((first - abs(first) * FLOAT_TOLERANCE * 4, index, item))
+    waiting.sort(key=lambda entry: entry[0])
+    while ready or waiting:
+        if waiting and (not ready or waiting[0][0] <= ready[0][0][0]):
+            _, index, item = waiting.pop(0)
+            heapq.heappush(ready, (_estimate(item[1][1]), repr(item[0]), index, item))
+            continue
+        yield heapq.heappop(ready)[-1]
 
 
 def _estimate(candidate) -> tuple:

@@ -26,6 +26,7 @@ from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.bounds import ValueBounds
 from kbsolve.solver.guard import expired
 from kbsolve.results.plan import Choice, Reason
+from kbsolve.plan.alternatives import FLOAT_TOLERANCE
 from kbsolve.plan.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
                                    reason)
 
@@ -152,7 +153,8 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         core = search.clash(key, value, assignment, EXPLAIN_BUDGET, bounds.refuted)
         if core is None and search.last_found is not None:
             chosen, plan = search.last_found
-            met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v}, plan))
+            met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v},
+                        _Found(plan, views(chosen))))
         return by_z3(key, value) if core == "budget" else core
     seen: list = []
     return clash
@@ -203,10 +205,10 @@ def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, va
                 continue
             seen = views(candidate)
             if seen is not None and seen.feasible:
-                exact = measure(problem, candidate)
+                exact = measure(problem, candidate, lazy=True)
                 if exact.feasible:
                     return ({k: v for k, v in candidate.items() if assignment.get(k) != v},
-                            exact)
+                            _Found(exact, seen))
     return None
 
 
@@ -337,14 +339,14 @@ def _decisive(problem: Problem, search, option, candidates: list, assignment: di
     """The kind (optimum, or tie within TIE_PCT) and the decisive comparison for a value
     whose every rival needs other changes: the rival value whose known plans come
     closest, and the best plan the search finds with it (a counted budget)."""
-    known = [(changes, getattr(m, "exact", m)) for changes, m in met
+    known = [(changes, m) for changes, m in met
              if changes.get(option.key, assignment[option.key]) in candidates]
-    known = [(c, m) for c, m in known if m.feasible]
+    known = [(c, m) for c, m in known if getattr(m, "exact", m).feasible]
     if not known:
         return "optimum", [Reason(rule="optimum", detail=f"every other {option.name} needs "
                                                          f"other changes too; the search "
                                                          f"weighed every such plan")]
-    changes, rival = min(known, key=lambda pair: sort_key(pair[1]))
+    changes, rival = _least_known(known)
     alt = changes[option.key]
     proven = False
     if search is not None:
@@ -366,6 +368,36 @@ def _decisive(problem: Problem, search, option, candidates: list, assignment: di
     if problem.objective == "speed" and pct < TIE_PCT:
         return "tie", [Reason(rule="tie", detail=f"a tie within {TIE_PCT}% in time: {detail}")]
     return "optimum", [Reason(rule="optimum", detail=detail)]
+
+
+def _least_known(known: list) -> tuple[dict, Metrics]:
+    """(changes, exact metrics) of the known plan least in sort_key, the first of
+    equals, as min() over all of them finds it; measured exactly only where its float
+    view (if any) is within the tolerance of the least view: one beyond it is larger
+    in sort_key's first part (time, or memory under the memory objective)."""
+    estimates = [_first_estimate(m) for _, m in known]
+    floor = min((e for e in estimates if e is not None), default=None)
+    if floor is not None:
+        slack = abs(floor) * FLOAT_TOLERANCE * 4
+        known = [pair for pair, e in zip(known, estimates) if e is None or e <= floor + slack]
+    changes, best = min(known, key=lambda pair: sort_key(getattr(pair[1], "exact", pair[1])))
+    return changes, getattr(best, "exact", best)
+
+
+def _first_estimate(plan) -> float | None:
+    """sort_key's first part of a known plan as its float view reads it (_Found's)."""
+    view = getattr(plan, "float_view", None)
+    return view.key[0] if view is not None else None
+
+
+class _Found:
+    """A feasible plan a search or a repair found: its exact Metrics (measured
+    lazily past its memory) and its feasible float view, which ranks it
+    (_least_known, plan/alternatives._ranked) until its figures are read."""
+
+    def __init__(self, exact: Metrics, view):
+        self.exact = exact
+        self.float_view = view if view is not None and view.feasible else None
 
 
 def _compared(problem: Problem, plan: Metrics, other: Metrics) -> str:
@@ -496,7 +528,7 @@ class _Neighbour:
     @property
     def exact(self) -> Metrics:
         if self._exact is None:
-            self._exact = measure(self.problem, self.assignment)
+            self._exact = measure(self.problem, self.assignment, lazy=True)
         return self._exact
 
     @property

@@ -61,9 +61,12 @@ def broken_rules(problem: Problem, run) -> list[str]:
     return [r.framework + "." + r.id for r in problem.rules if not run(r.constraint)]
 
 
-def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
+def measure(problem: Problem, assignment: dict[str, Any], lazy: bool = False) -> Metrics:
+    """The exact Metrics of a full assignment. lazy=True measures what feasibility
+    reads (rules, `when`s, memory, host RAM) now and the rest (time, work,
+    preferences, warnings, defaults kept) when one of them is first read: the
+    same evaluator on the same assignment, so the same Fractions."""
     run = problem.evaluator.remembering(assignment)
-
     broken = broken_rules(problem, run)
     irrelevant = [o.key for o in problem.options
                   if o.when is not None and o.key in problem.choices
@@ -80,6 +83,21 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
         levels[term.level] += value
     for inner, outer in zip(order, order[1:]):  # each level includes the ones inside it
         levels[outer] += levels[inner]
+    if lazy:
+        metrics = _Pending.__new__(_Pending)
+        metrics.__dict__.update(broken=broken, irrelevant_changed=irrelevant, memory=memory,
+                                host=host, levels=levels, _pending=(problem, assignment, run))
+    else:
+        metrics = Metrics(broken, irrelevant, memory, host, levels,
+                          **_objective(problem, assignment, run))
+    metrics.budget = problem.budget_bytes
+    metrics.host_budget = problem.host_budget_bytes
+    metrics.objective = problem.objective
+    return metrics
+
+
+def _objective(problem: Problem, assignment: dict[str, Any], run) -> dict[str, Any]:
+    """measure()'s fields past memory: time, work, preferences, warnings, defaults kept."""
     times, factors = {}, {}
     for term in problem.program.speed:
         value = _fraction(run(term.expr))
@@ -102,12 +120,23 @@ def measure(problem: Problem, assignment: dict[str, Any]) -> Metrics:
                 if _fires(run, w.expr)]
     defaults = sum(1 for key in problem.choices
                    if assignment[key] == problem.kb.options[key].default)
-    metrics = Metrics(broken, irrelevant, memory, host, levels, times, factors, step, work, tpw,
-                      prefs, warnings, defaults)
-    metrics.budget = problem.budget_bytes
-    metrics.host_budget = problem.host_budget_bytes
-    metrics.objective = problem.objective
-    return metrics
+    return dict(times=times, factors=factors, step_time=step, work=work, time_per_work=tpw,
+                preferences=prefs, warnings=warnings, defaults_kept=defaults)
+
+
+_LATER = frozenset(("times", "factors", "step_time", "work", "time_per_work", "preferences",
+                    "warnings", "defaults_kept"))  # the fields _objective fills
+
+
+class _Pending(Metrics):
+    """Metrics from measure(lazy=True): the fields past memory are measured on
+    the first read of any of them (all at once)."""
+
+    def __getattr__(self, name: str):  # only for attributes not set yet
+        if name not in _LATER or "_pending" not in self.__dict__:
+            raise AttributeError(name)
+        self.__dict__.update(_objective(*self.__dict__.pop("_pending")))
+        return self.__dict__[name]
 
 
 def _fraction(value) -> Fraction:

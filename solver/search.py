@@ -1009,16 +1009,17 @@ class _State:
                                                            self.best_float, allow_equal=True):
             return
         assignment = s.assignment(self.idx)
-        metrics = measure(s.p, {**s.p.fixed, **assignment})
+        metrics = measure(s.p, {**s.p.fixed, **assignment}, lazy=self.first)
         if not metrics.feasible:
             return
+        if self.first:  # any feasible plan: its time and the rest measured when read
+            self.best = (assignment, metrics)
+            raise _Done
         exact = sort_key(metrics)
         if self.best_key is None or exact < self.best_key:
             self.best = (assignment, metrics)
             self.best_key = exact
             self.best_float = tuple(float(x) for x in exact)
-            if self.first:
-                raise _Done
 
 
 def why_masks(search: "Search", key: str, value) -> list:
