@@ -26,7 +26,7 @@ import numpy as np
 
 from kbsolve.dsl import ir
 from kbsolve.dsl.types import NUM
-from kbsolve.program.operators import FRAGILE, UNKNOWN, interval
+from kbsolve.program.operators import BOOL_RESULT, FRAGILE, UNKNOWN, interval
 from kbsolve.program.operators import SCALAR as _SCALAR
 from kbsolve.program.operators import VECTOR as _VECTOR
 from kbsolve.program.program import kept, reads, summed_terms
@@ -235,6 +235,12 @@ LINK_AFTER = 16  # reads of an expression's level before it is linked (program/l
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
 
+def may_be_unknown(cell) -> bool:
+    """Whether a cell's range can be UNKNOWN (a table of codes', or an
+    expression's built from one, Expr.may_be_unknown)."""
+    return cell.kind == "code" if isinstance(cell, Table) else cell.may_be_unknown
+
+
 def reader_of(cell, k: int) -> tuple:
     """(cell, level): what cell.bound(k, ...) reads, a Table's level built now so
     that it is read without a call; level None where bound() itself must answer
@@ -330,11 +336,14 @@ class Expr:
     """An operation over cells too large to table together."""
 
     __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
-                 "_readers", "_hits", "_misses", "_linked", "_prepared")
+                 "_readers", "_hits", "_misses", "_linked", "_prepared", "may_be_unknown")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
         self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
+        # whether its range can be UNKNOWN: an enum's, or built from one (found once)
+        self.may_be_unknown = (op == "if" or op not in BOOL_RESULT) and \
+            any(may_be_unknown(a) for a in args)
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
         self._keys: list = [_no_places]
