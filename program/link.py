@@ -388,15 +388,15 @@ class _Writer:
             # a range is a pair (never falsy): a miss is the memo's None, filled by
             # _missed (j bound), one line where a range may be UNKNOWN (None) takes four
             memo = self.const(cell._memo)
-            self.line(depth, f"{key} = ({self.const(j)}, {self.const(cell._keys[j])}(idx))")
+            self.line(depth, f"{key} = {self.const(cell._keys[j])}(idx)")
             self.line(depth, f"{lo}, {hi} = {memo}.get({key}) or "
                              f"{self.const(partial(cell._missed, j))}(k, idx, {key}, {memo})")
             return lo, hi
         if cell._memo is None:
             self.line(depth, f"{r} = {self.const(cell)}.bound(k, idx)")
         else:
-            # the memo's key as Expr.bound makes it: (j, its getter of the set places)
-            self.line(depth, f"{key} = ({self.const(j)}, {self.const(cell._keys[j])}(idx))")
+            # the memo's key as Expr.bound makes it: its getter of the set places
+            self.line(depth, f"{key} = {self.const(cell._keys[j])}(idx)")
             memo = self.const(cell._memo)
             self.line(depth, f"{r} = {memo}.get({key}, _MISS)")
             self.line(depth, f"if {r} is _MISS: {r} = {self.const(cell._missed)}("

@@ -291,7 +291,7 @@ def _args_read(readers, k: int, idx: list[int]) -> list:
         if memo is None:
             out.append(cell.bound(k, idx))
             continue
-        slot = (j, key(idx))
+        slot = key(idx)
         found = memo.get(slot, _MISS)
         if found is _MISS:
             found = cell._fill(j, k, idx, slot, memo)
@@ -313,7 +313,7 @@ def _arg_read(reader: tuple, k: int, idx: list[int]):
     memo = cell._memo if key is not None else None
     if memo is None:
         return cell.bound(k, idx)
-    slot = (j, key(idx))
+    slot = key(idx)
     found = memo.get(slot, _MISS)
     if found is _MISS:
         return cell._fill(j, k, idx, slot, memo)
@@ -372,7 +372,7 @@ class Expr:
         memo = self._memo
         if memo is None:
             return self._range(j, k, idx)
-        key = (j, self._keys[j](idx))
+        key = self._keys[j](idx)
         found = memo.get(key, _MISS)
         if found is _MISS:
             return self._fill(j, k, idx, key, memo)
@@ -475,7 +475,8 @@ class Expr:
         self._places = tuple(sorted(position[a] for a in self.deps))
         self._memo = {}
         self._hits = self._misses = 0
-        # the memo's key reads the values at the first j places (one C call)
+        # the memo's key reads the values at the first j places (one C call): (),
+        # one value, or a tuple of j, so no two levels' keys are equal (no j in it)
         self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
                                      for j in range(1, len(self._places) + 1)]
         self._readers = [None] * (len(self._places) + 1)

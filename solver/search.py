@@ -839,7 +839,7 @@ def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
         if key is not None:
             memo = cell._memo
             if memo is not None:
-                slot = (j, key(idx))
+                slot = key(idx)
                 found = memo.get(slot, _MISS)
                 if found is _MISS:
                     found = cell._fill(j, k + 1, idx, slot, memo)
