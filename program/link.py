@@ -24,7 +24,7 @@ from typing import Any
 
 from kbsolve import codecache
 from kbsolve.program import tables as T
-from kbsolve.program.operators import BOOL_RESULT, OPERATORS, interval
+from kbsolve.program.operators import OPERATORS, interval
 
 # written out (each by its writer, _Writer._op_<inline>); the others call interval()
 INLINE = frozenset(name for name, op in OPERATORS.items() if op.inline)
@@ -90,7 +90,6 @@ class _Writer:
         self.lines: list[str] = []
         self.consts: list = []
         self.names = 0
-        self._unknown: dict[int, bool] = {}
         # hoisting: the root's last set place (its children's place in a search),
         # the code that does not read it (self.pre) and the names it leaves
         j = bisect.bisect_left(root._places, k)
@@ -135,18 +134,9 @@ class _Writer:
         return f"c{len(self.consts) - 1}"
 
     def maybe_unknown(self, cell) -> bool:
-        """Whether cell's range can be UNKNOWN (an enum's, or built from one)."""
-        found = self._unknown.get(id(cell))
-        if found is None:
-            if isinstance(cell, T.Table):
-                found = cell.kind == "code"
-            elif cell.op == "if":
-                found = any(self.maybe_unknown(a) for a in cell.args)
-            else:
-                found = cell.op not in BOOL_RESULT and \
-                    any(self.maybe_unknown(a) for a in cell.args)
-            self._unknown[id(cell)] = found
-        return found
+        """Whether cell's range can be UNKNOWN (an enum's, or built from one:
+        found once per expression, tables.may_be_unknown)."""
+        return T.may_be_unknown(cell)
 
     # ---- one node: code at `depth` that leaves its range in two names (None, None: UNKNOWN)
     def emit(self, cell, depth: int) -> tuple[str, str]:
@@ -398,15 +388,15 @@ class _Writer:
             # a range is a pair (never falsy): a miss is the memo's None, filled by
             # _missed (j bound), one line where a range may be UNKNOWN (None) takes four
             memo = self.const(cell._memo)
-            self.line(depth, f"{key} = ({self.const(j)}, {self.const(cell._keys[j])}(idx))")
+            self.line(depth, f"{key} = {self.const(cell._keys[j])}(idx)")
             self.line(depth, f"{lo}, {hi} = {memo}.get({key}) or "
                              f"{self.const(partial(cell._missed, j))}(k, idx, {key}, {memo})")
             return lo, hi
         if cell._memo is None:
             self.line(depth, f"{r} = {self.const(cell)}.bound(k, idx)")
         else:
-            # the memo's key as Expr.bound makes it: (j, its getter of the set places)
-            self.line(depth, f"{key} = ({self.const(j)}, {self.const(cell._keys[j])}(idx))")
+            # the memo's key as Expr.bound makes it: its getter of the set places
+            self.line(depth, f"{key} = {self.const(cell._keys[j])}(idx)")
             memo = self.const(cell._memo)
             self.line(depth, f"{r} = {memo}.get({key}, _MISS)")
             self.line(depth, f"if {r} is _MISS: {r} = {self.const(cell._missed)}("

@@ -26,7 +26,7 @@ import numpy as np
 
 from kbsolve.dsl import ir
 from kbsolve.dsl.types import NUM
-from kbsolve.program.operators import FRAGILE, UNKNOWN, interval
+from kbsolve.program.operators import BOOL_RESULT, FRAGILE, UNKNOWN, interval
 from kbsolve.program.operators import SCALAR as _SCALAR
 from kbsolve.program.operators import VECTOR as _VECTOR
 from kbsolve.program.program import kept, reads, summed_terms
@@ -235,6 +235,12 @@ LINK_AFTER = 16  # reads of an expression's level before it is linked (program/l
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
 
+def may_be_unknown(cell) -> bool:
+    """Whether a cell's range can be UNKNOWN (a table of codes', or an
+    expression's built from one, Expr.may_be_unknown)."""
+    return cell.kind == "code" if isinstance(cell, Table) else cell.may_be_unknown
+
+
 def reader_of(cell, k: int) -> tuple:
     """(cell, level): what cell.bound(k, ...) reads, a Table's level built now so
     that it is read without a call; level None where bound() itself must answer
@@ -285,7 +291,7 @@ def _args_read(readers, k: int, idx: list[int]) -> list:
         if memo is None:
             out.append(cell.bound(k, idx))
             continue
-        slot = (j, key(idx))
+        slot = key(idx)
         found = memo.get(slot, _MISS)
         if found is _MISS:
             found = cell._fill(j, k, idx, slot, memo)
@@ -307,7 +313,7 @@ def _arg_read(reader: tuple, k: int, idx: list[int]):
     memo = cell._memo if key is not None else None
     if memo is None:
         return cell.bound(k, idx)
-    slot = (j, key(idx))
+    slot = key(idx)
     found = memo.get(slot, _MISS)
     if found is _MISS:
         return cell._fill(j, k, idx, slot, memo)
@@ -330,11 +336,14 @@ class Expr:
     """An operation over cells too large to table together."""
 
     __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
-                 "_readers", "_hits", "_misses", "_linked", "_prepared")
+                 "_readers", "_hits", "_misses", "_linked", "_prepared", "may_be_unknown")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
         self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
+        # whether its range can be UNKNOWN: an enum's, or built from one (found once)
+        self.may_be_unknown = (op == "if" or op not in BOOL_RESULT) and \
+            any(may_be_unknown(a) for a in args)
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
         self._keys: list = [_no_places]
@@ -363,7 +372,7 @@ class Expr:
         memo = self._memo
         if memo is None:
             return self._range(j, k, idx)
-        key = (j, self._keys[j](idx))
+        key = self._keys[j](idx)
         found = memo.get(key, _MISS)
         if found is _MISS:
             return self._fill(j, k, idx, key, memo)
@@ -466,7 +475,8 @@ class Expr:
         self._places = tuple(sorted(position[a] for a in self.deps))
         self._memo = {}
         self._hits = self._misses = 0
-        # the memo's key reads the values at the first j places (one C call)
+        # the memo's key reads the values at the first j places (one C call): (),
+        # one value, or a tuple of j, so no two levels' keys are equal (no j in it)
         self._keys = [_no_places] + [operator.itemgetter(*self._places[:j])
                                      for j in range(1, len(self._places) + 1)]
         self._readers = [None] * (len(self._places) + 1)

@@ -664,6 +664,7 @@ class Tracker:
         # (the time cells, the other summed cells, the rest), on first use
         self.readers: list = [None] * n
         self.time_readers: list = [None] * n
+        self._started: tuple | None = None  # start()'s, read once
         self.sums = sums  # [[(weight, slot), ...], ...]
         weight = [dict((i, w) for w, i in terms) for terms in sums]
         # per place, per sum: (slot, its place in at[k], weight, side of its range read)
@@ -672,8 +673,14 @@ class Tracker:
                           for weights in weight] for k in range(n)]
 
     def start(self, idx: list[int]) -> tuple[list, list]:
-        ranges = [c.bound(0, idx) for c in self.cells]
-        return ranges, [self._total(ranges, t) for t in range(len(self.sums))]
+        """The ranges and sums with no place set: they read no value of idx,
+        so every search of this preparation starts from the same (read once,
+        each search given its own copies)."""
+        if self._started is None:
+            ranges = [c.bound(0, idx) for c in self.cells]
+            self._started = (ranges, [self._total(ranges, t) for t in range(len(self.sums))])
+        ranges, totals = self._started
+        return list(ranges), list(totals)
 
     def _total(self, ranges: list, t: int) -> float:
         return _weighted_low(ranges, self.sums[t])
@@ -832,7 +839,7 @@ def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
         if key is not None:
             memo = cell._memo
             if memo is not None:
-                slot = (j, key(idx))
+                slot = key(idx)
                 found = memo.get(slot, _MISS)
                 if found is _MISS:
                     found = cell._fill(j, k + 1, idx, slot, memo)
@@ -841,6 +848,15 @@ def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
                 ranges[i] = found
                 continue
         ranges[i] = cell.bound(k + 1, idx)
+
+
+def _free_defaults(defaults: list[int], domains) -> list[int]:
+    """Per place k: how many places from k on may still take their default
+    (a suffix count, once per search rather than a sum per place)."""
+    free = [0] * (len(domains) + 1)
+    for a in range(len(domains) - 1, -1, -1):
+        free[a] = free[a + 1] + (defaults[a] in domains[a])
+    return free
 
 
 def _weighted_low(ranges: list, terms: list) -> float:
@@ -866,8 +882,7 @@ class _State:
         self.tried = [0] * n
         self.pruned = [0] * n
         self.time_firsts: list = [None] * n  # _time_first
-        self.free_defaults = [sum(1 for a in range(k, n) if search.defaults[a] in domains[a])
-                              for k in range(n + 1)]
+        self.free_defaults = _free_defaults(search.defaults, domains)
 
     def dfs(self, k: int, defaults: int = 0) -> None:
         """Children in the order of their bounds, best first, so that the first
