@@ -168,7 +168,8 @@ def _private_kb_cache(request, tmp_path_factory, monkeypatch):
 def pytest_collection_modifyitems(config, items):
     """`slow` tests (long checks) run only with `-m slow` or KBSOLVE_SLOW=1; `ci` tests
     (child processes: racing writers, hash seeds, resource limits; the docs' pack examples
-    built whole; .ci/run runs them in a step of their own) only with `-m ci` or KBSOLVE_SLOW=1."""
+    built whole; generators a cheaper default test backs; .ci/run runs them in a step of
+    their own) only with `-m ci` or KBSOLVE_SLOW=1."""
     if os.environ.get("KBSOLVE_SLOW"):
         return
     words = set(re.findall(r"\w+", config.getoption("-m") or ""))
