@@ -17,7 +17,7 @@ CACHE_ENV = "KBSOLVE_CACHE_DIR"
 
 @pytest.fixture(scope="session")
 def _shipped_kb_cache_entries(tmp_path_factory) -> list:
-    """The shipped KB's cache entry, built once per run in a directory of its own.
+    """The shipped KB's cache entry, made once per run in a directory of its own.
 
     Empty where the shipped KB does not load: each test then builds it itself and
     reports the error where it belongs."""
@@ -26,11 +26,36 @@ def _shipped_kb_cache_entries(tmp_path_factory) -> list:
         patch.setenv(CACHE_ENV, str(folder))
         patch.delenv("KBSOLVE_PATH", raising=False)
         try:
-            from kbsolve.catalog import load_kb
-            load_kb()
+            from kbsolve.catalog import knowledge
+            from kbsolve.dsl.load import kb_roots
+            build = _shipped_build(knowledge._build, kb_roots(), _run_s_shipped_kb())
+            patch.setattr(knowledge, "_build", build)
+            knowledge.load_kb()
         except Exception:  # noqa: BLE001 - the tests that load the KB say what is wrong
             return []
     return sorted(folder.glob("kb-*.pickle"))
+
+
+def _run_s_shipped_kb():
+    """The run's one uncached build of the shipped KB (tests/plans.py `shipped_kb`, which
+    test_plan.py's collection and many tests read anyway); None in a copy of this file
+    without tests/plans.py."""
+    try:
+        from plans import shipped_kb
+    except ImportError:
+        return None
+    return shipped_kb()
+
+
+def _shipped_build(build, shipped_roots, shipped):
+    """The KB build that fills the session's entry: `shipped` for the shipped roots, not
+    a second build of the same files (~2.5 s of CPU a worker); any other roots, or no
+    `shipped`, build as usual."""
+    def shipped_once(files, roots, sink):
+        if shipped is None or roots != shipped_roots:
+            return build(files, roots, sink)
+        return shipped
+    return shipped_once
 
 
 @pytest.fixture
@@ -127,8 +152,10 @@ def _private_kb_cache(request, tmp_path_factory, monkeypatch):
     cache = tmp_path_factory.mktemp("kbsolve-cache")
     monkeypatch.setenv(CACHE_ENV, str(cache))
     monkeypatch.delenv("KBSOLVE_PATH", raising=False)
+    entries = request.getfixturevalue("_shipped_kb_cache_entries")  # made before any
+    # test has run, so it pickles the shipped KB as built (`_shipped_build`)
     if request.node.get_closest_marker("empty_kb_cache") is None:
-        for entry in request.getfixturevalue("_shipped_kb_cache_entries"):
+        for entry in entries:
             shutil.copyfile(entry, cache / entry.name)
     yield cache
     for entry in [*cache.glob("*kb-*"), *cache.glob("*code-*")]:  # and the command's code
@@ -141,7 +168,8 @@ def _private_kb_cache(request, tmp_path_factory, monkeypatch):
 def pytest_collection_modifyitems(config, items):
     """`slow` tests (long checks) run only with `-m slow` or KBSOLVE_SLOW=1; `ci` tests
     (child processes: racing writers, hash seeds, resource limits; the docs' pack examples
-    built whole; .ci/run runs them in a step of their own) only with `-m ci` or KBSOLVE_SLOW=1."""
+    built whole; generators a cheaper default test backs; .ci/run runs them in a step of
+    their own) only with `-m ci` or KBSOLVE_SLOW=1."""
     if os.environ.get("KBSOLVE_SLOW"):
         return
     words = set(re.findall(r"\w+", config.getoption("-m") or ""))

@@ -19,7 +19,15 @@ from kbsolve import api
 
 @lru_cache(maxsize=1)
 def shipped_kb():
-    return api.load_kb(use_cache=False)
+    # KBSOLVE_PATH cleared here too: test_plan.py names its items from this KB while
+    # collecting, before the conftest's fixtures clear it for each test
+    import os
+    saved = os.environ.pop("KBSOLVE_PATH", None)
+    try:
+        return api.load_kb(use_cache=False)
+    finally:
+        if saved is not None:
+            os.environ["KBSOLVE_PATH"] = saved
 
 
 @lru_cache(maxsize=None)

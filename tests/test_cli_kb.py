@@ -81,6 +81,7 @@ def test_kb_check_exits_0_on_the_shipped_kb(tmp_path):
     assert "error" not in proc.stderr
 
 
+@pytest.mark.ci  # a cold parse with both packs in a child (~4 s); main() below by default
 def test_broken_packs_exit_2_in_a_subprocess_from_the_flag_and_kbsolve_path(
         tmp_path, good_pack, broken_pack, capsys, monkeypatch):
     """One child reads a pack from --kb and one from KBSOLVE_PATH (the broken one: its

@@ -47,3 +47,19 @@ def test_a_folder_named_ci_or_slow_skips_only_the_marked_tests_and_workers_repor
     assert "1 passed, 2 skipped" in done.stdout, done.stdout
     assert "CPU time per test:" in done.stdout and " over 3 tests" in done.stdout, done.stdout
     assert "ci/slow/test_cases.py::test_plain" in done.stdout, done.stdout
+
+
+def test_the_session_entry_holds_the_run_s_one_shipped_kb(_shipped_kb_cache_entries):
+    import pickle
+
+    from conftest import _shipped_build
+    from kbsolve.dsl.cache import _unwrap
+    from plans import shipped_kb
+    (entry,) = _shipped_kb_cache_entries
+    assert pickle.loads(_unwrap(entry.read_bytes())[1]) == shipped_kb()
+    # other roots (a pack's) go to the real build
+    built = []
+    build = _shipped_build(lambda *args: built.append(args) or "built", ["shipped"], "kb")
+    assert build("files", ["shipped", "pack"], "sink") == "built"
+    assert built == [("files", ["shipped", "pack"], "sink")]
+    assert build("files", ["shipped"], "sink") == "kb"

@@ -186,6 +186,7 @@ def test_generated_programs_raise_only_kb_error(text):
     front_end(text, with_shipped=False)
 
 
+@pytest.mark.ci  # ~3.6 s; by default the same programs alone and mutated files over the KB
 @FAST
 @given(programs())
 def test_generated_programs_over_the_shipped_kb_raise_only_kb_error(text):
@@ -317,6 +318,7 @@ def test_random_bytes_decoded_with_replacement_raise_only_kb_error(case):
     front_end(data.decode("utf-8", errors="replace"), with_shipped=False)
 
 
+@pytest.mark.ci  # ~2.7 s; by default the bytes decoded in memory and a planted pack file
 @settings(FAST, max_examples=max(EXAMPLES // 6, 10))  # each example checks the whole KB
 @given(mutated_bytes())
 def test_random_bytes_through_a_pack_dir_raise_only_kb_error(case):

@@ -120,6 +120,7 @@ def respaced(text: str, seps: list[str]) -> str:
     return "".join(out)
 
 
+@pytest.mark.ci  # ~3.2 s; by default every shipped file, whole and respaced
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.lists(SEPARATORS, min_size=1, max_size=8))
 def test_generated_programs(program, seps):
