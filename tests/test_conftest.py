@@ -53,10 +53,11 @@ def test_the_session_entry_holds_the_run_s_one_shipped_kb(_shipped_kb_cache_entr
     import pickle
 
     from conftest import _shipped_build
-    from kbsolve.dsl.cache import _unwrap
+    from kbsolve.dsl.cache import _unpacked, _unwrap
     from plans import shipped_kb
     (entry,) = _shipped_kb_cache_entries
-    assert pickle.loads(_unwrap(entry.read_bytes())[1]) == shipped_kb()
+    stream, buffers = _unpacked(_unwrap(entry.read_bytes())[1])
+    assert pickle.loads(stream, buffers=buffers) == shipped_kb()
     # other roots (a pack's) go to the real build
     built = []
     build = _shipped_build(lambda *args: built.append(args) or "built", ["shipped"], "kb")
