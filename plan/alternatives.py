@@ -73,6 +73,14 @@ def _trades_off(metrics: Metrics, best: Metrics) -> bool:
 
 
 FLOAT_TOLERANCE = 1e-6  # a float view's relative distance from the exact figure, at most
+VIEW_SLACK = 4 * FLOAT_TOLERANCE  # the room a comparison of views leaves on each side
+
+
+def view_first(plan) -> float | None:
+    """sort_key's first part as a found plan's float view reads it (`float_view`,
+    plan/explain._Found), or None for a plan without one."""
+    view = getattr(plan, "float_view", None)
+    return view.key[0] if view is not None else None
 
 
 def _surely_no_trade(candidate, best: Metrics) -> bool:
@@ -85,9 +93,9 @@ def _surely_no_trade(candidate, best: Metrics) -> bool:
         return False
     time, plan_time = view.time_per_work, float(best.time_per_work)
     device, plan_device = view.device, float(best.levels["device"])
-    slack = FLOAT_TOLERANCE * 4 * max(abs(time), abs(plan_time))
+    slack = VIEW_SLACK * max(abs(time), abs(plan_time))
     faster = plan_time and plan_time - time >= float(SHOWN_TIME) * plan_time - slack
-    slack = FLOAT_TOLERANCE * 4 * max(abs(device), abs(plan_device))
+    slack = VIEW_SLACK * max(abs(device), abs(plan_device))
     smaller = plan_device - device >= float(SHOWN_BYTES) - slack
     return not faster and not smaller
 
@@ -107,12 +115,11 @@ def _ranked(unique: dict):
     ready: list = []
     waiting = []
     for index, item in enumerate(unique.items()):
-        view = getattr(item[1][1], "float_view", None)
-        if view is None:
+        first = view_first(item[1][1])
+        if first is None:
             heapq.heappush(ready, (_estimate(item[1][1]), repr(item[0]), index, item))
         else:
-            first = view.key[0]
-            waiting.append((first - abs(first) * FLOAT_TOLERANCE * 4, index, item))
+            waiting.append((first - abs(first) * VIEW_SLACK, index, item))
     waiting.sort(key=lambda entry: entry[0])
     while ready or waiting:
         if waiting and (not ready or waiting[0][0] <= ready[0][0][0]):

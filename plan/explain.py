@@ -26,7 +26,7 @@ from kbsolve.program.recipe import is_recipe, provenance
 from kbsolve.solver.bounds import ValueBounds
 from kbsolve.solver.guard import expired
 from kbsolve.results.plan import Choice, Reason
-from kbsolve.plan.alternatives import FLOAT_TOLERANCE
+from kbsolve.plan.alternatives import VIEW_SLACK, view_first
 from kbsolve.plan.report import (band_bytes, band_key, band_measured, gib, option_key, plain,
                                    reason)
 
@@ -375,19 +375,13 @@ def _least_known(known: list) -> tuple[dict, Metrics]:
     equals, as min() over all of them finds it; measured exactly only where its float
     view (if any) is within the tolerance of the least view: one beyond it is larger
     in sort_key's first part (time, or memory under the memory objective)."""
-    estimates = [_first_estimate(m) for _, m in known]
+    estimates = [view_first(m) for _, m in known]
     floor = min((e for e in estimates if e is not None), default=None)
     if floor is not None:
-        slack = abs(floor) * FLOAT_TOLERANCE * 4
+        slack = abs(floor) * VIEW_SLACK
         known = [pair for pair, e in zip(known, estimates) if e is None or e <= floor + slack]
     changes, best = min(known, key=lambda pair: sort_key(getattr(pair[1], "exact", pair[1])))
     return changes, getattr(best, "exact", best)
-
-
-def _first_estimate(plan) -> float | None:
-    """sort_key's first part of a known plan as its float view reads it (_Found's)."""
-    view = getattr(plan, "float_view", None)
-    return view.key[0] if view is not None else None
 
 
 class _Found:

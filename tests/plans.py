@@ -22,12 +22,10 @@ def shipped_kb():
     # KBSOLVE_PATH cleared here too: test_plan.py names its items from this KB while
     # collecting, before the conftest's fixtures clear it for each test
     import os
-    saved = os.environ.pop("KBSOLVE_PATH", None)
-    try:
+    from unittest import mock
+    with mock.patch.dict(os.environ):
+        os.environ.pop("KBSOLVE_PATH", None)
         return api.load_kb(use_cache=False)
-    finally:
-        if saved is not None:
-            os.environ["KBSOLVE_PATH"] = saved
 
 
 @lru_cache(maxsize=None)
