@@ -2,10 +2,6 @@
 
 import sys
 
-from kbsolve.cli import start
+from kbsolve.cli import run
 
-start()  # before the command's imports
-
-from kbsolve.cli.main import main  # noqa: E402
-
-sys.exit(main())
+sys.exit(run())  # the process settings before the command's imports (cli/__init__.py)
