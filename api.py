@@ -11,7 +11,7 @@ are re-exported here for the CLI.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from kbsolve.diagnostics import (EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE,
                                  Diagnostic, KbError, deep_recursion)
@@ -328,9 +328,44 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# CPython (3.11 on) keeps frames in chunks of 16 KiB, each mapped when a call finds no room
+# in the last one and unmapped when the first frame of a chunk returns: a call depth that
+# swings across a chunk's end maps, touches and unmaps a fresh one each time (~940 times in a
+# cold `kbsolve --gpus 8xA100 --model wan14b`, 1,200-1,500 in some warm plans: two system
+# calls and a page fault or more each, issue 25). with_room runs a function under a frame
+# whose value stack is FRAME_ROOM slots too large: its chunk is 1 MiB, the function's frames
+# nest in the unused half, and pages never used stay untouched.
+FRAME_ROOM = 1 << 16
+
+
+def _call(function: Callable[[], Any]) -> Any:
+    return function()
+
+
+def _roomy() -> Callable:
+    code = _call.__code__
+    try:
+        code = code.replace(co_stacksize=code.co_stacksize + FRAME_ROOM)
+    except (AttributeError, TypeError, ValueError):  # an interpreter without the field
+        return _call
+    return type(_call)(code, _call.__globals__, _call.__name__)
+
+
+_ROOMY = _roomy()
+
+
+def with_room(function: Callable[[], Any]) -> Any:
+    """function(), its calls nested in one large frame chunk (FRAME_ROOM)."""
+    return _ROOMY(function)
+
+
 def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = None,
           solver: str = "z3"):
     """The fastest plan that fits, explained; `query` is a Query or a dict of its fields."""
+    return with_room(lambda: _solve(query, kb, packs, solver))
+
+
+def _solve(query, kb: KnowledgeBase | None, packs: list[str] | None, solver: str):
     from kbsolve.program.query import Query
     from kbsolve.plan.run import plan
     knowledge = kb or load_kb(packs)

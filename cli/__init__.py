@@ -3,7 +3,6 @@ program that imports kbsolve keeps its own settings."""
 
 import dataclasses
 import gc
-import types
 import typing
 
 from kbsolve import api
@@ -34,39 +33,11 @@ def run() -> int:
     """The `kbsolve` script (pyproject's entry point) and `python -m kbsolve`: the process
     settings first, then the command's imports, so that click's forward references and the
     rest are compiled through the code cache (an entry point at cli/main.py's main ran its
-    ~60 compilations before `start`); all of it in a roomy frame (with_room)."""
-    return with_room(_command)
+    ~60 compilations before `start`); all of it in a roomy frame (api.with_room)."""
+    return api.with_room(_command)
 
 
 def _command() -> int:
     start()
     from kbsolve.cli.main import main
     return main()
-
-
-# CPython (3.11 on) keeps frames in chunks of 16 KiB, each mapped when a call finds no room
-# in the last one and unmapped when the first frame of a chunk returns: a call depth that
-# swings across a chunk's end maps, touches and unmaps a fresh one each time (~940 times in a
-# cold `kbsolve --gpus 8xA100 --model wan14b`: two system calls and ~460 page faults, issue
-# 25). The command runs under a frame whose value stack is FRAME_ROOM slots too large: its
-# chunk is 1 MiB, the command's frames nest in its unused half, and pages never used stay
-# untouched.
-FRAME_ROOM = 1 << 16
-
-
-def _call(function: typing.Callable[[], int]) -> int:
-    return function()
-
-
-def _roomy() -> typing.Callable:
-    code = _call.__code__
-    try:
-        code = code.replace(co_stacksize=code.co_stacksize + FRAME_ROOM)
-    except (AttributeError, TypeError, ValueError):  # an interpreter without the field
-        return _call
-    return types.FunctionType(code, _call.__globals__, _call.__name__)
-
-
-def with_room(function: typing.Callable[[], int]) -> int:
-    """function(), its calls nested in one large frame chunk (FRAME_ROOM)."""
-    return _roomy()(function)
