@@ -153,7 +153,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
         core = search.clash(key, value, assignment, EXPLAIN_BUDGET, bounds.refuted)
         if core is None and search.last_found is not None:
             chosen, plan = search.last_found
-            met.append(({k: v for k, v in chosen.items() if assignment.get(k) != v},
+            met.append((changed(assignment, chosen),
                         _Found(plan, views(chosen))))
         return by_z3(key, value) if core == "budget" else core
     seen: list = []
@@ -207,7 +207,7 @@ def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, va
             if seen is not None and seen.feasible:
                 exact = measure(problem, candidate, lazy=True)
                 if exact.feasible:
-                    return ({k: v for k, v in candidate.items() if assignment.get(k) != v},
+                    return (changed(assignment, candidate),
                             _Found(exact, seen))
     return None
 
@@ -225,7 +225,7 @@ def _decided(problem: Problem, clash, option, value, assignment, metrics,
         neighbour = _Neighbour(problem, settled, search, metrics, best_key, plan_view, views)
         neighbours[alt] = neighbour
         if neighbour.feasible:
-            met.append(({k: v for k, v in settled.items() if assignment.get(k) != v},
+            met.append((changed(assignment, settled),
                         neighbour))
         core = None if neighbour.feasible else clash(option.key, alt)
         if core is None:
@@ -353,7 +353,7 @@ def _decisive(problem: Problem, search, option, candidates: list, assignment: di
         found = search.run(start={**assignment, **changes}, fixed={option.key: alt},
                            budget=DECISIVE_BUDGET)
         if found.chosen is not None and sort_key(found.metrics) <= sort_key(rival):
-            changes = {k: v for k, v in found.chosen.items() if assignment.get(k) != v}
+            changes = changed(assignment, found.chosen)
             rival, proven = found.metrics, found.status == "optimal"
             met.append((changes, rival))
     others = [f"{problem.kb.options[k].name}={shown(v)}" for k, v in sorted(changes.items())
@@ -592,6 +592,18 @@ def _near(a, b) -> bool:
     return abs(a - b) <= 1e-6 * max(abs(a), abs(b))
 
 
+def changed(assignment: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """other's items whose value differs from assignment's (a key assignment lacks
+    compares as None). The same object is the same value without a comparison:
+    most of a neighbour's values are the plan's own (a Fraction's == is Python)."""
+    out = {}
+    for key, value in other.items():
+        mine = assignment.get(key)
+        if mine is not value and mine != value:
+            out[key] = value
+    return out
+
+
 def _settled(problem: Problem, assignment: dict[str, Any],
              conditional: list | None = None) -> dict[str, Any]:
     """Options whose `when` no longer holds go back to their defaults, as they
@@ -600,7 +612,9 @@ def _settled(problem: Problem, assignment: dict[str, Any],
     ev = problem.evaluator
     settled = dict(assignment)
     for other in _conditional(problem) if conditional is None else conditional:
-        if settled[other.key] != other.default and not ev.remembered(other.when, settled):
+        value = settled[other.key]
+        if value is not other.default and value != other.default and \
+                not ev.remembered(other.when, settled):
             settled[other.key] = other.default
     return settled
 

@@ -70,11 +70,11 @@ def measure(problem: Problem, assignment: dict[str, Any], lazy: bool = False) ->
     broken = broken_rules(problem, run)
     irrelevant = [o.key for o in problem.options
                   if o.when is not None and o.key in problem.choices
-                  and assignment[o.key] != o.default and not run(o.when)]
+                  and not _same(assignment[o.key], o.default) and not run(o.when)]
     memory, host = {}, {}
     order = memory_levels(problem.kb)
     levels = {level: Fraction(0) for level in order}
-    for term in sorted(problem.program.memory, key=lambda t: order.index(t.level)):
+    for term in _inner_first(problem.program.memory, order):
         value = _fraction(run(term.expr))
         if term.location == "host":
             host[f"{term.framework}.{term.name}"] = value
@@ -94,6 +94,26 @@ def measure(problem: Problem, assignment: dict[str, Any], lazy: bool = False) ->
     metrics.host_budget = problem.host_budget_bytes
     metrics.objective = problem.objective
     return metrics
+
+
+def _same(value, other) -> bool:
+    """value == other, the same object without a comparison (a Fraction's == is Python)."""
+    return value is other or value == other
+
+
+_last_sorted: tuple = (None, None, ())  # (terms, order, the terms sorted)
+
+
+def _inner_first(terms: tuple, order: tuple) -> tuple:
+    """The memory terms, innermost level first (a stable sort); the last program's
+    are kept (read and replaced as one tuple), as a plan measures many assignments."""
+    global _last_sorted
+    last = _last_sorted
+    if last[0] is terms and last[1] is order:  # tuples: the same object, the same terms
+        return last[2]
+    found = tuple(sorted(terms, key=lambda t: order.index(t.level)))
+    _last_sorted = (terms, order, found)
+    return found
 
 
 def _objective(problem: Problem, assignment: dict[str, Any], run) -> dict[str, Any]:
@@ -119,7 +139,7 @@ def _objective(problem: Problem, assignment: dict[str, Any], run) -> dict[str, A
     warnings = [f"{w.framework}.{w.id}" for w in problem.program.warnings
                 if _fires(run, w.expr)]
     defaults = sum(1 for key in problem.choices
-                   if assignment[key] == problem.kb.options[key].default)
+                   if _same(assignment[key], problem.kb.options[key].default))
     return dict(times=times, factors=factors, step_time=step, work=work, time_per_work=tpw,
                 preferences=prefs, warnings=warnings, defaults_kept=defaults)
 

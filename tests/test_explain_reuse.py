@@ -253,3 +253,18 @@ def test_a_broken_view_names_the_measured_rules_and_reads_no_cost(solved, monkey
                 assert reads == [False, True] and view.key is not None
         monkeypatch.undo()
     assert broken > 0
+
+
+def test_changed_options_are_those_the_comparison_finds(solved):
+    """changed() (the same object is the same value, no comparison) lists what the
+    plain comparison lists, on every neighbour of three plans, and settles an equal
+    Fraction that is another object by comparing it."""
+    from fractions import Fraction
+    for problem, _, plan, _ in solved:
+        for neighbour in _neighbours(problem, plan):
+            settled = ex._settled(problem, neighbour)
+            assert ex.changed(plan, settled) == \
+                {k: v for k, v in settled.items() if plan.get(k) != v}
+    plan = {"a": Fraction(1, 3), "b": 2, "c": None}
+    other = {"a": Fraction(2, 6), "b": 3, "c": None, "d": None, "e": 0}
+    assert ex.changed(plan, other) == {"b": 3, "e": 0}
