@@ -453,7 +453,9 @@ class Expr:
         """Ranges for bound() in the search's order. An order and masks met
         before (the same places of every option it reads, the same mask
         objects) take back that preparation's memo and linked code: its tables
-        are laid out as they were then (Table._reuse), so both still hold."""
+        are laid out as they were then (Table._reuse), so both still hold. The
+        same order among its options at other places shares a memo
+        (_alike_memo); its code is linked afresh (it reads the places)."""
         if self._prepared:  # the state left behind, for a later return to it
             self._prepared[-1][1] = (self._places, self._memo, self._keys, self._readers,
                                      self._linked, self._hits, self._misses)
@@ -467,6 +469,9 @@ class Expr:
                 self._prepared.append(self._prepared.pop(n))  # the current one last
                 return
         self._fresh(position)
+        alike = _alike_memo(self._prepared, where, masks)
+        if alike is not None:
+            self._memo = alike
         if len(self._prepared) >= PREPARED_KEPT:
             del self._prepared[0]
         self._prepared.append([(where, masks), None])
@@ -489,6 +494,22 @@ class Expr:
                 if isinstance(arg, Expr):
                     arg.tables(found)
         return found
+
+
+def _alike_memo(prepared: list, where: tuple, masks: list):
+    """The memo of an earlier preparation whose options are in the same order
+    among themselves, with the same masks, at other places (the order moved
+    options it does not read, or moved them past one another): a key of its
+    memo, the values of the first j of those options in that order, means
+    what it means now, and the range remembered for it is the same range
+    (over the same masked values of the options not set). None if none."""
+    order = sorted(range(len(where)), key=where.__getitem__)
+    for (places, kept), state in reversed(prepared):
+        if state is not None and state[1] is not None and \
+                sorted(range(len(places)), key=places.__getitem__) == order and \
+                all(a is b for a, b in zip(kept, masks)):
+            return state[1]
+    return None
 
 
 class _Rules(list):
