@@ -350,7 +350,7 @@ class Expr:
         self._readers: list = [None]
         self._linked: list = [0]
         self._hits = self._misses = 0
-        self._prepared: list = []  # [(places by dep, masks), state], latest last
+        self._prepared: list = []  # [(places by dep, masks, deps by place), state], latest last
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -469,12 +469,13 @@ class Expr:
                 self._prepared.append(self._prepared.pop(n))  # the current one last
                 return
         self._fresh(position)
-        alike = _alike_memo(self._prepared, where, masks)
+        order = tuple(sorted(range(len(where)), key=where.__getitem__))
+        alike = _alike_memo(self._prepared, order, masks)
         if alike is not None:
             self._memo = alike
         if len(self._prepared) >= PREPARED_KEPT:
             del self._prepared[0]
-        self._prepared.append([(where, masks), None])
+        self._prepared.append([(where, masks, order), None])
 
     def _fresh(self, position) -> None:
         self._places = tuple(sorted(position[a] for a in self.deps))
@@ -496,17 +497,15 @@ class Expr:
         return found
 
 
-def _alike_memo(prepared: list, where: tuple, masks: list):
+def _alike_memo(prepared: list, order: tuple, masks: list):
     """The memo of an earlier preparation whose options are in the same order
-    among themselves, with the same masks, at other places (the order moved
-    options it does not read, or moved them past one another): a key of its
+    among themselves, with the same masks, at other places (the new order moved
+    other options before, between or after them): a key of its
     memo, the values of the first j of those options in that order, means
     what it means now, and the range remembered for it is the same range
     (over the same masked values of the options not set). None if none."""
-    order = sorted(range(len(where)), key=where.__getitem__)
-    for (places, kept), state in reversed(prepared):
-        if state is not None and state[1] is not None and \
-                sorted(range(len(places)), key=places.__getitem__) == order and \
+    for (_, kept, kept_order), state in reversed(prepared):
+        if kept_order == order and state is not None and state[1] is not None and \
                 all(a is b for a, b in zip(kept, masks)):
             return state[1]
     return None
