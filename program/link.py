@@ -53,12 +53,12 @@ def link(expr, k: int):
     The parts that do not read the level's last place (hoisted: see
     _Writer.emit) are found once per value of the places before it and kept:
     the search sets that place to each of its values in turn (a node's
-    children), and only the parts that read it are found again."""
+    children), and only the parts that read it are found again. Where fewer
+    than HOIST_MIN reads would be kept, that code runs first on every call."""
     writer = _Writer(k, expr, hoist=True)
     lo, hi = writer.emit(expr, 2)
     if writer.hoisted_reads < HOIST_MIN:  # too little kept to pay for its look-up
-        writer = _Writer(k, expr, hoist=False)
-        lo, hi = writer.emit(expr, 2)
+        writer.unhoist()
     if writer.maybe_unknown(expr):
         writer.line(2, f"return None if {lo} is None else ({lo}, {hi})")
     else:
@@ -120,6 +120,13 @@ class _Writer:
                 f"            if len(_kept) >= {HOIST_KEPT}: _kept.clear()",
                 "            _kept[_key] = _got",
                 f"        {names}= _got"]
+
+    def unhoist(self) -> None:
+        """Run the hoisted code on every call, first (written once, not again
+        unhoisted): it is depth-2 code, which runs on every call anyway, and
+        its values do not depend on where it runs (reads of tables and memos)."""
+        self.lines[:0] = self.pre
+        self.pre, self.exported = [], []
 
     def _reads_last(self, cell) -> bool:
         places = cell._search_deps if isinstance(cell, T.Table) else cell._places

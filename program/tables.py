@@ -350,7 +350,7 @@ class Expr:
         self._readers: list = [None]
         self._linked: list = [0]
         self._hits = self._misses = 0
-        self._prepared: list = []  # [(places by dep, masks), state], latest last
+        self._prepared: list = []  # [(places by dep, masks, deps by place), state], latest last
 
     def value(self, idx: list[int]):
         op, args = self.op, self.args
@@ -453,7 +453,9 @@ class Expr:
         """Ranges for bound() in the search's order. An order and masks met
         before (the same places of every option it reads, the same mask
         objects) take back that preparation's memo and linked code: its tables
-        are laid out as they were then (Table._reuse), so both still hold."""
+        are laid out as they were then (Table._reuse), so both still hold. The
+        same order among its options at other places shares a memo
+        (_alike_memo); its code is linked afresh (it reads the places)."""
         if self._prepared:  # the state left behind, for a later return to it
             self._prepared[-1][1] = (self._places, self._memo, self._keys, self._readers,
                                      self._linked, self._hits, self._misses)
@@ -467,9 +469,13 @@ class Expr:
                 self._prepared.append(self._prepared.pop(n))  # the current one last
                 return
         self._fresh(position)
+        order = tuple(sorted(range(len(where)), key=where.__getitem__))
+        alike = _alike_memo(self._prepared, order, masks)
+        if alike is not None:
+            self._memo = alike
         if len(self._prepared) >= PREPARED_KEPT:
             del self._prepared[0]
-        self._prepared.append([(where, masks), None])
+        self._prepared.append([(where, masks, order), None])
 
     def _fresh(self, position) -> None:
         self._places = tuple(sorted(position[a] for a in self.deps))
@@ -489,6 +495,20 @@ class Expr:
                 if isinstance(arg, Expr):
                     arg.tables(found)
         return found
+
+
+def _alike_memo(prepared: list, order: tuple, masks: list):
+    """The memo of an earlier preparation whose options are in the same order
+    among themselves, with the same masks, at other places (the new order moved
+    other options before, between or after them): a key of its
+    memo, the values of the first j of those options in that order, means
+    what it means now, and the range remembered for it is the same range
+    (over the same masked values of the options not set). None if none."""
+    for (_, kept, kept_order), state in reversed(prepared):
+        if kept_order == order and state is not None and state[1] is not None and \
+                all(a is b for a, b in zip(kept, masks)):
+            return state[1]
+    return None
 
 
 class _Rules(list):

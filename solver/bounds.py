@@ -40,6 +40,7 @@ class ValueBounds:
         self._supports: dict[tuple[str, int], Any] = {}
         self._truths: dict[str, Any] = {}
         self._per_value: dict[tuple[int, int], tuple] = {}  # (id(table), axis) -> ranges
+        self._masked: dict[int, tuple] = {}  # id(table) -> _masked's arrays, for its other axes
         self._open: dict[int, tuple] = {}  # id(cell) -> its range at the search's root
 
     # ---- one rule alone
@@ -133,8 +134,10 @@ class ValueBounds:
                 return (cell.values[index],) * 2 if cell.deps == (axis,) else UNKNOWN
             found = self._per_value.get((id(cell), axis))
             if found is None:
-                found = self._per_value[(id(cell), axis)] = _per_value(cell, axis,
-                                                                       self.s.allowed)
+                arrays = self._masked.get(id(cell))
+                if arrays is None:
+                    arrays = self._masked[id(cell)] = _masked(cell, self.s.allowed)
+                found = self._per_value[(id(cell), axis)] = _per_value(cell, axis, arrays)
             return found[0][index], found[1][index]
         found = memo.get(id(cell), _MISSING)
         if found is not _MISSING:
@@ -216,10 +219,10 @@ def _masked(cell: Table, allowed: list):
     return np.where(mask, low, 1), np.where(mask, low, 0)
 
 
-def _per_value(cell: Table, axis: int, allowed: list) -> tuple[list, list]:
+def _per_value(cell: Table, axis: int, masked: tuple) -> tuple[list, list]:
     """(least, greatest) of the table for each value of `axis`, over the allowed
-    combinations of its other axes."""
-    low, high = _masked(cell, allowed)
+    combinations of its other axes (`masked`: _masked's arrays, made once a table)."""
+    low, high = masked
     i = cell.deps.index(axis)
     rest = tuple(j for j in range(len(cell.deps)) if j != i)
     if rest:  # fmin and fmax, as the search's levels: a nan says nothing

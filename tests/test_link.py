@@ -129,7 +129,8 @@ def test_hoisted_parts_are_kept_per_prefix_and_read_back_exactly():
             assert _same(fn(3, idx), root._walked(j, 3, idx)), idx
 
 
-def test_a_level_with_too_little_to_hoist_is_linked_plainly():
+def test_a_level_with_too_little_to_hoist_is_linked_plainly(monkeypatch):
+    """Its hoisted code runs first on every call: written once, nothing kept."""
     a = tables.Table((0,), (2,), np.array([1.0, 2.0]), "num", False)
     c = tables.Table((1,), (2,), np.array([3.0, 5.0]), "num", False)
     root = tables.Expr("*", [a, c], "num", False)
@@ -137,10 +138,19 @@ def test_a_level_with_too_little_to_hoist_is_linked_plainly():
     root.tables(cells)
     for cell in [root, *cells.values()]:
         cell.prepare([0, 1], [np.ones(2, bool), np.ones(2, bool)])
-    from kbsolve.program import link as link_module
     writer = link_module._Writer(2, root, hoist=True)
     writer.emit(root, 2)
     assert writer.hoisted_reads < link_module.HOIST_MIN  # one table read: not worth a store
+    assert writer.pre and writer.exported
+    writers = []
+
+    class Counted(link_module._Writer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            writers.append(self)
+    monkeypatch.setattr(link_module, "_Writer", Counted)
     fn = link(root, 2)
+    assert len(writers) == 1 and not writers[0].exported and not writers[0].pre
+    assert "_kept" not in fn.__globals__
     for idx in ([0, 0], [0, 1], [1, 0], [1, 1]):
         assert _same(fn(2, idx), root._walked(2, 2, idx))

@@ -50,3 +50,49 @@ def test_remembered_reads_are_each_levels_own_range():
             found = expr.bound(k, idx)  # through the memo, shared by every level
             assert found == expr._walked(j, k, idx), (k, idx)
         assert any(expr._hits for expr in exprs)
+
+
+def test_an_order_that_moves_only_other_options_shares_the_memo():
+    """Options 0-2 read, option 3 not: moving option 3 to the front shifts their
+    places but keeps their order, so the memo filled before serves (the same
+    object) and every read from it is the walk's range in the new order; an order
+    that swaps two options it reads starts a memo of its own."""
+    import numpy as np
+    a = T.Table((0, 1), (2, 3), np.array([[1.0, 2.0, 4.0], [0.5, 3.0, 9.0]]), "num", False)
+    b = T.Table((2,), (2,), np.array([2.0, -1.0]), "num", False)
+    root = T.Expr("*", [T.Expr("sum", [a, b], "num", False), b], "num", False)
+    cells = {}
+    root.tables(cells)
+    masks = [np.ones(2, bool), np.array([True, False, True]), np.ones(2, bool),
+             np.ones(3, bool)]
+
+    def prepared(axes):
+        position = [0] * len(axes)
+        for place, axis in enumerate(axes):
+            position[axis] = place
+        in_order = [masks[axis] for axis in axes]
+        for cell in [root, *cells.values()]:
+            cell.prepare(position, in_order)
+        return position
+
+    def reads(position):
+        found = []
+        for values in itertools.product(range(2), (0, 2), range(2), range(3)):
+            idx = [0] * 4
+            for axis, value in enumerate(values):
+                idx[position[axis]] = value
+            for k in range(5):
+                found.append((root.bound(k, idx), root._walked(
+                    bisect.bisect_left(root._places, k), k, idx)))
+        return found
+
+    first = prepared([0, 1, 2, 3])
+    assert all(got == walked for got, walked in reads(first))
+    memo = root._memo
+    assert memo
+    shifted = prepared([3, 0, 1, 2])
+    assert root._memo is memo and root._places == (1, 2, 3)
+    assert all(got == walked for got, walked in reads(shifted))
+    swapped = prepared([1, 0, 2, 3])
+    assert root._memo is not memo
+    assert all(got == walked for got, walked in reads(swapped))

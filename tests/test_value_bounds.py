@@ -189,3 +189,36 @@ def test_a_feasibility_search_in_the_reads_order_answers_as_in_the_spreads_order
     assert all(len(a) == 1 for a in answers.values())
     assert {True, False} <= set().union(*answers.values())
     assert nodes[FeasibilitySearch] < nodes[SpreadsOrder]
+
+
+def test_a_table_is_masked_once_for_all_its_axes(qwen, monkeypatch):
+    """The budgets' walk over every allowed value masks each table it reads once,
+    whichever of its axes is asked for, and each table's per-value ranges are those
+    masked afresh for that axis."""
+    from kbsolve.program.tables import Table
+    from kbsolve.solver import bounds as bounds_module
+    made = []
+    real = bounds_module._masked
+
+    def counted(cell, allowed):
+        made.append(id(cell))
+        return real(cell, allowed)
+    monkeypatch.setattr(bounds_module, "_masked", counted)
+    bounds = ValueBounds(qwen)
+    for key, value in _allowed_pairs(qwen):
+        bounds.overflows(key, value)
+    axes = {}
+    for table_id, axis in bounds._per_value:
+        axes.setdefault(table_id, set()).add(axis)
+    assert any(len(found) > 1 for found in axes.values())  # some table read on two axes
+    assert sorted(made) == sorted(axes)  # one masking per table
+    tables: dict = {}
+    for cell in qwen.tracked:
+        if isinstance(cell, Table):
+            tables[id(cell)] = cell
+        else:
+            cell.tables(tables)
+    for (table_id, axis), found in bounds._per_value.items():
+        afresh = bounds_module._per_value(tables[table_id], axis,
+                                          real(tables[table_id], qwen.allowed))
+        assert found == afresh
