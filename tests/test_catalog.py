@@ -330,6 +330,8 @@ def test_yaml_other_errors():
     assert load_yaml("# only a comment\n") == (None, {})
 
 
+@pytest.mark.ci  # ~2.4 s; by default test_fuzz_inputs.py's project files (load_yaml) and
+# the limits above
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_yaml_never_raises_anything_but_kberror(blob):

@@ -506,15 +506,16 @@ def test_the_command_s_numpy_loads_linalg_when_first_used(tmp_path):
         library.stderr + late.stderr)
 
 
-def test_a_cached_plan_loads_no_numpy_linalg(tmp_path):
-    """The command's plan (KB, search, explanation, render) reads nothing of numpy.linalg."""
+def test_a_cached_plan_loads_no_numpy_linalg(tmp_path, seed_kb_cache):
+    """The command's plan (KB, search, explanation, render) reads nothing of numpy.linalg.
+    The KB's entry is seeded: the child reads it instead of building the KB."""
     done = _run("import sys, os\n"
                 "from kbsolve.cli import start; start()\n"
                 "from kbsolve.cli.main import cli\n"
                 "from kbsolve.cli.run import guarded\n"
                 "code = guarded(cli, ['--gpus', '8xA100', '--model', 'wan14b'])\n"
                 "print(code, 'numpy.linalg._linalg' in sys.modules, file=sys.stderr)",
-                tmp_path, KBSOLVE_CACHE_DIR=str(tmp_path / "cache"))
+                tmp_path, KBSOLVE_CACHE_DIR=str(seed_kb_cache(tmp_path / "cache")))
     assert done.returncode == 0, done.stderr
     assert done.stderr.split()[-2:] == ["0", "False"]
     assert "wan2.1-t2v-14b" in done.stdout

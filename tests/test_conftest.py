@@ -40,13 +40,16 @@ def test_a_folder_named_ci_or_slow_skips_only_the_marked_tests_and_workers_repor
     shutil.copyfile(TESTS / "conftest.py", tmp_path / "ci" / "conftest.py")
     (tmp_path / "ci" / "slow" / "test_cases.py").write_text(CASES, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "KBSOLVE_SLOW"}
+    base = tmp_path / "base"
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "-n", "2", "--cpu-durations=0", "ci"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+                           "-n", "2", "--cpu-durations=0", f"--basetemp={base}", "ci"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 2 skipped" in done.stdout, done.stdout
     assert "CPU time per test:" in done.stdout and " over 3 tests" in done.stdout, done.stdout
     assert "ci/slow/test_cases.py::test_plain" in done.stdout, done.stdout
+    # every test there is `empty_kb_cache`: no worker made the shipped KB's entry
+    assert list(base.glob("popen-gw*")) and not list(base.rglob("kbsolve-cache-seed*"))
 
 
 def test_the_session_entry_holds_the_run_s_one_shipped_kb(_shipped_kb_cache_entries):
