@@ -473,7 +473,9 @@ class Scoped:
                     seen.add(current)
                     todo += reads.get(current, ())
             closed[scope] = tuple(sorted(seen))
-        chunks = {scope: pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+        canon: dict = {}
+        chunks = {scope: pickle.dumps(_shared(part, canon, set()),
+                                      protocol=pickle.HIGHEST_PROTOCOL)
                   for scope, part in parts.items()}
         return cls(order, chunks, closed)
 
@@ -488,6 +490,43 @@ class Scoped:
             pairs = [next(entries[scope]) for scope in self.order[name] if scope in wanted]
             out[name] = tuple(e for _, e in pairs) if name == "emits" else dict(pairs)
         return out
+
+
+_SHARED = (str, Fraction, Type)  # immutable values a scope's pickle holds once each
+
+
+def _shared(value, canon: dict, seen: set):
+    """`value` with each str, Fraction and Type in it replaced by the first equal one
+    met (`canon`), its holders rewritten in place (equal immutable values: nothing reads
+    differently), so that a scope's pickle holds each value once and unpickling builds
+    fewer objects (issue 25: 888 Types of 48 values, 3,123 strings of 1,565 in a
+    diffusion plan's scopes)."""
+    kind = type(value)
+    if kind in _SHARED:
+        found = canon.get((kind, value))
+        if found is None:
+            found = canon[(kind, value)] = value
+            if kind is Type:  # its own strings shared too
+                fields = value.__dict__
+                for name, v in fields.items():
+                    fields[name] = _shared(v, canon, seen)
+        return found
+    if kind is tuple:
+        items = tuple([_shared(v, canon, seen) for v in value])
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if id(value) in seen:
+        return value
+    seen.add(id(value))
+    if kind is list:
+        value[:] = [_shared(v, canon, seen) for v in value]
+    elif kind is dict:
+        for key, v in value.items():
+            value[key] = _shared(v, canon, seen)
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        fields = value.__dict__
+        for name, v in fields.items():
+            fields[name] = _shared(v, canon, seen)
+    return value
 
 
 def _scope(entry) -> str:

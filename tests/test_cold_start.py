@@ -543,3 +543,51 @@ def test_a_plan_s_dataclasses_write_their_docstrings(name):
     assert classes
     assert [cls.__qualname__ for cls in classes
             if (cls.__doc__ or "").startswith(cls.__name__ + "(")] == []
+
+
+def _held(value, found: list, seen: set) -> None:
+    """Every str, Fraction and Type held by a field of a dataclass below `value`."""
+    from dataclasses import is_dataclass
+    from fractions import Fraction
+
+    from kbsolve.dsl.types import Type
+    if isinstance(value, (str, Fraction, Type)):
+        found.append(value)
+        if not isinstance(value, Type):
+            return
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _held(v, found, seen)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _held(v, found, seen)
+    elif is_dataclass(value):
+        for v in vars(value).values():
+            _held(v, found, seen)
+
+
+def test_a_scope_s_pickle_holds_each_string_fraction_and_type_once():
+    """dsl/kb.py _shared: a scope's entries, unpickled, hold one object per distinct
+    str, Fraction and Type (the chunk builds fewer objects), and the KB reads as one
+    never pickled."""
+    import pickle
+    from collections import Counter
+
+    from kbsolve.api import load_kb
+
+    built, untouched = load_kb(use_cache=False), load_kb(use_cache=False)
+    loaded = pickle.loads(pickle.dumps(built))
+    loaded.scoped("flow-factory")
+    chunk = loaded.__dict__["_scoped"].loaded["flow-factory"]
+    found: list = []
+    _held(chunk, found, set())
+    objects = Counter((type(v).__name__, id(v)) for v in found)
+    values = Counter((type(v).__name__, v) for v in found)
+    for kind in ("str", "Fraction", "Type"):
+        held = sum(1 for k, _ in objects if k == kind)
+        distinct = sum(1 for k, _ in values if k == kind)
+        assert held == distinct > 10, kind
+    assert loaded == untouched and built == untouched
