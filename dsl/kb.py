@@ -522,8 +522,8 @@ def _shared(value, canon: dict, seen: set):
     elif kind is dict:
         for key, v in value.items():
             value[key] = _shared(v, canon, seen)
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
-        fields = value.__dict__
+    elif hasattr(type(value), "__dataclass_fields__") and not isinstance(value, type):
+        fields = value.__dict__  # a declaration, node, span or meta (frozen dataclasses)
         for name, v in fields.items():
             fields[name] = _shared(v, canon, seen)
     return value
