@@ -4,6 +4,8 @@ the memory sums every back end compiles are one definition (program.summed_terms
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import z3
 
@@ -20,17 +22,28 @@ def kb():
     return shipped_kb()
 
 
-def refused(kb, **fields):
-    outcome = solve(resolve(kb, Query(**fields)).problem)
-    assert outcome.status == "infeasible" and outcome.model is not None
-    return outcome
+@pytest.fixture(scope="module")
+def refused(kb):
+    """refused(**fields): the query's refusal, solved once per module (several tests
+    take the same refusal apart; none changes its outcome, and the answers they check
+    do not depend on the checks run before on its model)."""
+    outcomes = {}
+
+    def refusal(**fields):
+        key = json.dumps(fields, sort_keys=True)
+        if key not in outcomes:
+            outcome = solve(resolve(kb, Query(**fields)).problem)
+            assert outcome.status == "infeasible" and outcome.model is not None
+            outcomes[key] = outcome
+        return outcomes[key]
+    return refusal
 
 
 @pytest.fixture(scope="module")
-def refused_70b(kb):
-    """The problem of the refusal that several tests take apart (1x4090 llama3-70b),
-    refused once per module; each test builds its own Model (and core finder) on it."""
-    return refused(kb, gpus="1x4090", model="llama3-70b").model.p
+def refused_70b(refused):
+    """The problem of the refusal that several tests take apart (1x4090 llama3-70b);
+    each test builds its own Model (and core finder) on it."""
+    return refused(gpus="1x4090", model="llama3-70b").model.p
 
 
 def clash_counting_checks(problem, **clash_options) -> tuple:
@@ -61,22 +74,22 @@ def pins_of(model):
     {"gpus": "1x4090", "model": "llama3-70b"},  # one rule alone: quantization
     {"gpus": "1x4090", "model": "qwen3-30b-a3b"},  # two rules alone, equal optima
 ], ids=lambda f: f"{f['gpus']}-{f['model']}")
-def test_consent_fixes_are_the_maxsats(kb, fields):
-    outcome = refused(kb, **fields)
+def test_consent_fixes_are_the_maxsats(refused, fields):
+    outcome = refused(**fields)
     checked = fixes._drops(outcome.model, consent_of(outcome.model), outcome.core)
     fresh = Model(outcome.model.p)  # the MaxSAT on a context of its own
     asked = fixes._smallest_drops(fresh, consent_of(fresh), outcome.core)
     assert checked and sorted(checked) == sorted(asked)
 
 
-def test_equal_consent_fixes_come_in_name_order(kb):
-    outcome = refused(kb, gpus="1x4090", model="qwen3-30b-a3b")
+def test_equal_consent_fixes_come_in_name_order(refused):
+    outcome = refused(gpus="1x4090", model="qwen3-30b-a3b")
     found = fixes.allow_optins(outcome.model, outcome.core)
     assert [f.allow for f in found] == [["ktransformers"], ["quantization"]]
 
 
-def test_pin_fixes_are_the_maxsats_in_name_order(kb):
-    outcome = refused(kb, gpus="8xA100", model="qwen3-8b",
+def test_pin_fixes_are_the_maxsats_in_name_order(refused):
+    outcome = refused(gpus="8xA100", model="qwen3-8b",
                       set=["use_unsloth=true", "deepspeed=z3"])
     found = fixes.drop_pins(outcome.model)
     fresh = Model(outcome.model.p)
@@ -86,8 +99,8 @@ def test_pin_fixes_are_the_maxsats_in_name_order(kb):
     assert sorted(asked) == [f.drop for f in found]
 
 
-def test_no_pin_fix_when_the_rest_clashes_without_pins(kb):
-    outcome = refused(kb, gpus="1x4090", model="llama3-70b", set=["finetuning_type=full"])
+def test_no_pin_fix_when_the_rest_clashes_without_pins(refused):
+    outcome = refused(gpus="1x4090", model="llama3-70b", set=["finetuning_type=full"])
     assert fixes.drop_pins(outcome.model) == []
     fresh = Model(outcome.model.p)
     assert pins_of(fresh) and fixes._smallest_drops(fresh, pins_of(fresh)) == []
@@ -122,12 +135,11 @@ def test_the_cores_guess_saves_checks_and_never_changes_the_core(refused_70b):
     {"gpus": "1x4090", "model": "qwen3-30b-a3b"},  # two
 ], ids=lambda f: f"{f['gpus']}-{f['model']}")
 def test_a_run_of_consent_rules_deleted_at_once_gives_the_plain_deletions_core(
-        kb, fields, request):
+        refused, fields):
     """Deleting a run of consent rules as a whole (halves where a part is needed) gives
     the core that one deletion check per part gives from the same first core."""
     from kbsolve.solver.prove import CoreFinder, _likely
-    problem = (request.getfixturevalue("refused_70b") if fields["model"] == "llama3-70b"
-               else refused(kb, **fields).model.p)  # the module's refusal, not a new one
+    problem = refused(**fields).model.p
     consent = tuple(consent_of(Model(problem)))
     runs = [clash_counting_checks(problem, likely=_likely(consent), grouped=grouped)
             for grouped in (None, frozenset(consent).__contains__)]
@@ -177,11 +189,11 @@ def test_a_sat_checks_model_answers_later_checks_it_satisfies_as_z3_would(refuse
         assert fresh.solver.check([fresh.marks[n] for n in names]) == z3.sat
 
 
-def test_a_witness_answers_no_check_with_an_extra_assumption(kb):
+def test_a_witness_answers_no_check_with_an_extra_assumption(refused):
     """A kept model answers only for the parts: with an extra assumption (an
     explanation's or the KB check's question), which it need not meet, Z3 is asked."""
     from kbsolve.solver import prove
-    model = refused(kb, gpus="1x4090", model="llama3-70b").model
+    model = refused(gpus="1x4090", model="llama3-70b").model
     finder = prove.CoreFinder(model)
     consent = tuple(consent_of(model))
     names = [n for n in finder.marks if n not in consent]

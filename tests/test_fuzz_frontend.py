@@ -163,6 +163,7 @@ def programs(draw):
     return HEADER + "\n".join(decls)
 
 
+@pytest.mark.ci  # ~3.5 s: the generator's own check; its programs still run by default
 def test_generated_programs_are_mostly_parseable():
     """The generator itself must work: a good share of its programs must parse."""
     parsed = []
