@@ -9,6 +9,7 @@ from typing import Any
 
 from kbsolve.diagnostics import KbError
 from kbsolve.program.problem import Problem
+from kbsolve.program.program import memory_levels
 
 
 
@@ -46,11 +47,6 @@ class Metrics:
         return not self.broken and not self.irrelevant_changed and self.fits and self.host_fits
 
 
-def memory_levels(kb) -> tuple[str, ...]:
-    """The memory levels, innermost first (kb/core/vocabulary.kb: memory_level)."""
-    return kb.vocabulary.enums["memory_level"].values
-
-
 def full_assignment(problem: Problem, chosen: dict[str, Any]) -> dict[str, Any]:
     return {**problem.fixed, **chosen}
 
@@ -74,7 +70,7 @@ def measure(problem: Problem, assignment: dict[str, Any], lazy: bool = False) ->
     memory, host = {}, {}
     order = memory_levels(problem.kb)
     levels = {level: Fraction(0) for level in order}
-    for term in _inner_first(problem.program.memory, order):
+    for term in problem.memory_inner_first:
         value = _fraction(run(term.expr))
         if term.location == "host":
             host[f"{term.framework}.{term.name}"] = value
@@ -99,21 +95,6 @@ def measure(problem: Problem, assignment: dict[str, Any], lazy: bool = False) ->
 def _same(value, other) -> bool:
     """value == other, the same object without a comparison (a Fraction's == is Python)."""
     return value is other or value == other
-
-
-_last_sorted: tuple = (None, None, ())  # (terms, order, the terms sorted)
-
-
-def _inner_first(terms: tuple, order: tuple) -> tuple:
-    """The memory terms, innermost level first (a stable sort); the last program's
-    are kept (read and replaced as one tuple), as a plan measures many assignments."""
-    global _last_sorted
-    last = _last_sorted
-    if last[0] is terms and last[1] is order:  # tuples: the same object, the same terms
-        return last[2]
-    found = tuple(sorted(terms, key=lambda t: order.index(t.level)))
-    _last_sorted = (terms, order, found)
-    return found
 
 
 def _objective(problem: Problem, assignment: dict[str, Any], run) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from kbsolve.diagnostics import Diagnostic, KbError, did_you_mean
 from kbsolve.dsl.ir import facts_used
 from kbsolve.dsl.kb import KnowledgeBase, Option
 from kbsolve.program.evaluate import Evaluator, facts_read, options_read
-from kbsolve.program.program import Program, link
+from kbsolve.program.program import Program, link, memory_levels
 
 MAX_RANGE_CHOICES = 256
 
@@ -52,6 +52,13 @@ class Problem:
     def program(self) -> Program:
         """The framework's linked program (built once per KB and framework)."""
         return link(self.kb, self.framework)
+
+    @functools.cached_property
+    def memory_inner_first(self) -> tuple:
+        """The program's memory terms, innermost level first (a stable sort), as
+        measure() adds them up: sorted once a problem, not once a measure."""
+        order = memory_levels(self.kb)
+        return tuple(sorted(self.program.memory, key=lambda t: order.index(t.level)))
 
     @property
     def rules(self) -> list:

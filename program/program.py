@@ -286,6 +286,11 @@ def _link(kb: KnowledgeBase, framework: str) -> Program:
         relevant=_relevant(kb, tables, found))
 
 
+def memory_levels(kb: KnowledgeBase) -> tuple[str, ...]:
+    """The memory levels, innermost first (kb/core/vocabulary.kb: memory_level)."""
+    return kb.vocabulary.enums["memory_level"].values
+
+
 def _key(table: str, entry) -> str:
     return f"{entry.framework}.{_own_name(table, entry)}"
 

@@ -39,5 +39,4 @@ class FeasibilitySearch(Search):
         infeasible shape's 27), and a node re-reads the cells at its place. The
         order changes the node count, never whether a plan exists."""
         order = super()._plan_order(allowed, by_reads=True)
-        return [a for a in order if allowed[a].sum() > 1] + \
-            [a for a in order if allowed[a].sum() <= 1]
+        return sorted(order, key=lambda a: allowed[a].sum() <= 1)  # stable: open ones first

@@ -133,3 +133,11 @@ def check_refusal_by_reference(query: dict, plan) -> int:
     fit = [r.detail for r in plan.core if r.rule == "memory:fit"]
     assert len(fit) == 1 and f"({least:.2f} GiB with it)" in fit[0], (least, fit)
     return neighbourhoods_agree(unlimited, found.chosen, sort_key(metrics))
+
+
+def defaults(problem) -> dict:
+    """The problem's fixed values and each choice's default (its first value where the
+    default is not among the choices): a plain assignment to measure and vary."""
+    options = problem.kb.options
+    return {**problem.fixed, **{k: options[k].default if options[k].default in v else v[0]
+                                for k, v in problem.choices.items()}}

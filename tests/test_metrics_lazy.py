@@ -9,6 +9,7 @@ import dataclasses
 from fractions import Fraction
 
 import pytest
+from plans import defaults
 
 from kbsolve import api
 from kbsolve.plan import explain as ex
@@ -35,9 +36,7 @@ def problems(kb):
 
 def _assignments(problem, count: int = 12):
     """The defaults, then single changes of them (feasible and not)."""
-    base = {**problem.fixed, **{k: problem.kb.options[k].default
-                                if problem.kb.options[k].default in v else v[0]
-                                for k, v in problem.choices.items()}}
+    base = defaults(problem)
     yield base
     made = 0
     for key, values in problem.choices.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from plans import defaults
 
 from kbsolve import api
 from kbsolve.program import metrics as mx
@@ -23,9 +24,7 @@ def problems():
 
 
 def _defaults_and_changes(problem, count: int = 6):
-    base = {**problem.fixed, **{k: problem.kb.options[k].default
-                                if problem.kb.options[k].default in v else v[0]
-                                for k, v in problem.choices.items()}}
+    base = defaults(problem)
     yield base
     for key, values in list(problem.choices.items())[:count]:
         for value in values:
