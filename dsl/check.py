@@ -50,6 +50,33 @@ def check(modules: list[ast.Module], sink: DiagnosticSink, *, partial: bool = Fa
 
 
 def _has_numbers(expr) -> bool:
+    """Whether an expression writes a number other than 0 or 1 (a plain 1 or 0 needs no
+    source); once per parsed expression in a process (the ASTs are parsed once)."""
+    found = _NUMBERS.get(id(expr))
+    if found is None or found[0] is not expr:
+        if len(_NUMBERS) >= _MEMO_LIMIT:
+            _NUMBERS.clear()
+        found = _NUMBERS[id(expr)] = (expr, _writes_numbers(expr))
+    return found[1]
+
+
+def _options_read(node: ir.Node) -> frozenset[str]:
+    """ir.options_used, once per IR node in a process (the resolver reuses a shipped
+    declaration's IR in the next check: dsl/resolve.py Resolver.expr)."""
+    found = _OPTIONS_READ.get(id(node))
+    if found is None or found[0] is not node:
+        if len(_OPTIONS_READ) >= _MEMO_LIMIT:
+            _OPTIONS_READ.clear()
+        found = _OPTIONS_READ[id(node)] = (node, frozenset(ir.options_used(node)))
+    return found[1]
+
+
+_MEMO_LIMIT = 100_000  # entries; cleared when full
+_NUMBERS: dict[int, tuple] = {}  # id(ast expr) -> (expr, _writes_numbers)
+_OPTIONS_READ: dict[int, tuple] = {}  # id(ir node) -> (node, options it reads)
+
+
+def _writes_numbers(expr) -> bool:
     stack = [expr]
     while stack:
         node = stack.pop()
@@ -918,7 +945,7 @@ class _Checker:
         if not through:
             return
         for node in result.formulas():
-            for key in sorted(ir.options_used(node) & through):
+            for key in sorted(_options_read(node) & through):
                 option = result.options[key]
                 self.sink.error(f"option '{option.name}' is passthrough, but a formula reads "
                                 f"it", node.span, code="passthrough-read",

@@ -87,7 +87,28 @@ def article(kind: str) -> str:
 
 def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: bool,
             frameworks: tuple[str, ...] = ()) -> Meta:
-    """The Meta of a declaration, reporting a missing because or source."""
+    """The Meta of a declaration, reporting a missing because or source; a clean one
+    is remembered per parsed declaration in a process (the ASTs are parsed once, and
+    the shipped KB's are met again under every pack)."""
+    key = (module, has_numbers, frameworks)
+    found = _METAS.get(id(decl))
+    if found is not None and found[0] is decl and found[1] == key:
+        return found[2]
+    before = len(sink.items)
+    meta = _meta(decl, module, sink, has_numbers, frameworks)
+    if len(sink.items) == before:
+        if len(_METAS) >= _METAS_LIMIT:
+            _METAS.clear()
+        _METAS[id(decl)] = (decl, key, meta)
+    return meta
+
+
+_METAS: dict[int, tuple] = {}  # id(decl) -> (decl, (module, has_numbers, frameworks), Meta)
+_METAS_LIMIT = 100_000  # entries; cleared when full
+
+
+def _meta(decl: ast.Decl, module: str, sink: DiagnosticSink, has_numbers: bool,
+          frameworks: tuple[str, ...]) -> Meta:
     doc = _text(decl, "doc")
     because = _text(decl, "because")
     source = _text(decl, "source")

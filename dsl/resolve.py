@@ -51,15 +51,86 @@ class Resolver:
     def __init__(self, symbols: Symbols, sink: DiagnosticSink):
         self.s = symbols
         self.sink = sink
+        self._answers: dict[tuple[str, str | None], object] = {}  # the symbols are fixed
+        self._recording: list[_Reads] = []  # one per expression being remembered
+        self._view = (tuple(symbols.fact_groups), tuple(symbols.memory_levels))
 
     # ---- entry points
     def expr(self, node: ast.Expr, ctx: Context) -> ir.Node:
-        method = getattr(self, "_" + type(node).__name__.lower())
-        return method(node, ctx)
+        """A declaration's expression: remembered per process (see _remembered)."""
+        if ctx.params or ctx.calls:
+            return self._resolve(node, ctx)
+        return self._remembered(node, ctx)
 
     def expect(self, node: ast.Expr, ctx: Context, kind: str, what: str) -> ir.Node:
         """Resolve and require a bool or num result."""
-        result = self.expr(node, ctx)
+        return self._expect(node, ctx, kind, what, self.expr(node, ctx))
+
+    def _remembered(self, node: ast.Expr, ctx: Context) -> ir.Node:
+        """The IR of a parameterless expression, reused from an earlier resolution in this
+        process (another check of the same parsed module: the shipped KB under another
+        pack) when every symbol it looked up answers the same now and each let it read
+        has the same type; its let reads are made again, in order, for the checker's let
+        graph. Resolved afresh otherwise; remembered only if it reported nothing."""
+        key = (ctx.module, ctx.framework, ctx.memory_level, self._view)
+        found = _MEMO.get(id(node))
+        if found is not None and found[0] is node and found[1] == key and \
+                all(_same(self._answer(*asked), answer) for asked, answer in found[2]):
+            for let, ltype in found[3]:  # the checker's let graph and lazy lets, as before
+                self.s.on_let_ref(let)
+                if not _same(self.s.let_type(let), ltype):
+                    break  # resolved afresh below: these calls are idempotent
+            else:
+                return found[4]
+        before = len(self.sink.items)
+        reads = _Reads()
+        self._recording.append(reads)
+        try:
+            result = self._resolve(node, ctx)
+        finally:
+            self._recording.pop()
+        if len(self.sink.items) == before:
+            if len(_MEMO) >= _MEMO_LIMIT:
+                _MEMO.clear()
+            _MEMO[id(node)] = (node, key, tuple(reads.asked.items()), tuple(reads.lets), result)
+        return result
+
+    def _looked(self, kind: str, key: str | None):
+        """What the symbols say of `key` (see _answer), recorded for _remembered."""
+        answer = self._answer(kind, key)
+        if self._recording:
+            self._recording[-1].asked[(kind, key)] = answer
+        return answer
+
+    def _answer(self, kind: str, key: str | None):
+        asked = (kind, key)
+        found = self._answers.get(asked, _MISSING)
+        if found is _MISSING:
+            found = self._answers[asked] = self._ask(kind, key)
+        return found
+
+    def _ask(self, kind: str, key):
+        s = self.s
+        if kind == "option":  # its type, or None
+            return s.options[key][1] if key in s.options else None
+        if kind == "let":  # the module that defines it, or None
+            return s.lets[key][1] if key in s.lets else None
+        if kind == "fact":  # its type, or None
+            return s.facts.get(key)
+        if kind == "imports":  # the modules `key` imports
+            return frozenset(s.imports.get(key, ()))
+        if kind == "def":  # (decl, module, framework)
+            return s.defs[key]
+        return self._defs_of(key)  # "defs": the defs visible in framework `key`
+
+    def _resolve(self, node: ast.Expr, ctx: Context) -> ir.Node:
+        method = getattr(self, "_" + type(node).__name__.lower())
+        return method(node, ctx)
+
+    def _expect(self, node: ast.Expr, ctx: Context, kind: str, what: str,
+                result: ir.Node | None = None) -> ir.Node:
+        if result is None:
+            result = self._resolve(node, ctx)
         if result.type.kind not in (kind, "error"):
             self.sink.error(f"{what} must be {'a condition' if kind == 'bool' else 'a number'},"
                             f" but this is {result.type}", node.span, code="type")
@@ -130,8 +201,9 @@ class Resolver:
             return self._memory_sum(node, ctx)
         if head in self.s.fact_groups:
             path = ".".join(node.parts)
-            if path in self.s.facts and len(node.parts) == 2:
-                return ir.FactRef(path, self.s.facts[path], node.span)
+            ftype = self._looked("fact", path) if len(node.parts) == 2 else None
+            if ftype is not None:
+                return ir.FactRef(path, ftype, node.span)
             known = [p for p in self.s.facts if p.startswith(head + ".")]
             self.sink.error(f"unknown fact '{path}'{did_you_mean(path, known)}", node.span,
                             code="unknown-fact",
@@ -164,13 +236,14 @@ class Resolver:
             return ctx.params[name]
         if ctx.framework:
             key = f"{ctx.framework}.{name}"
-            if key in self.s.options:
-                return ir.OptionRef(key, self.s.options[key][1], span)
-            if key in self.s.lets:
+            otype = self._looked("option", key)
+            if otype is not None:
+                return ir.OptionRef(key, otype, span)
+            if self._looked("let", key) is not None:
                 return self._let_ref(key, span)
         core_key = f"core.{name}"
-        if core_key in self.s.lets:
-            decl, module = self.s.lets[core_key]
+        module = self._looked("let", core_key)
+        if module is not None:
             if self._visible(module, ctx, span, name):
                 return self._let_ref(core_key, span)
             return ir.Const(False, ERROR, span)
@@ -184,10 +257,13 @@ class Resolver:
 
     def _let_ref(self, key: str, span: Span) -> ir.Node:
         self.s.on_let_ref(key)
-        return ir.LetRef(key, self.s.let_type(key), span)
+        ltype = self.s.let_type(key)
+        if self._recording:
+            self._recording[-1].lets.append((key, ltype))
+        return ir.LetRef(key, ltype, span)
 
     def _visible(self, module: str, ctx: Context, span: Span, name: str) -> bool:
-        if module == ctx.module or module in self.s.imports.get(ctx.module, set()):
+        if module == ctx.module or module in self._looked("imports", ctx.module):
             return True
         self.sink.error(f"'{name}' is defined in module {module}, which this module does not "
                         f"import", span, code="not-imported", hint=f"add: import {module}")
@@ -203,6 +279,9 @@ class Resolver:
         return names
 
     def _defs_visible(self, ctx: Context) -> dict[str, str]:
+        return self._looked("defs", ctx.framework)
+
+    def _defs_of(self, framework: str | None) -> dict[str, str]:
         found = {}
         for key in self.s.defs:  # core first, so the framework's own def wins
             scope, name = key.split(".", 1)
@@ -210,13 +289,13 @@ class Resolver:
                 found[name] = key
         for key in self.s.defs:
             scope, name = key.split(".", 1)
-            if ctx.framework and scope == ctx.framework:
+            if framework and scope == framework:
                 found[name] = key
         return found
 
     # ---- operators
     def _unary(self, node: ast.Unary, ctx: Context) -> ir.Node:
-        operand = self.expr(node.operand, ctx)
+        operand = self._resolve(node.operand, ctx)
         if operand.type is ERROR:
             return operand
         if node.op == "not":
@@ -232,7 +311,7 @@ class Resolver:
         return ir.Op("neg", (operand,), operand.type, node.span)
 
     def _binary(self, node: ast.Binary, ctx: Context) -> ir.Node:
-        left, right = self.expr(node.left, ctx), self.expr(node.right, ctx)
+        left, right = self._resolve(node.left, ctx), self._resolve(node.right, ctx)
         if ERROR in (left.type, right.type):
             return ir.Const(False, ERROR, node.span)
         op = node.op
@@ -308,12 +387,12 @@ class Resolver:
         return False
 
     def _inset(self, node: ast.InSet, ctx: Context) -> ir.Node:
-        subject = self.expr(node.operand, ctx)
+        subject = self._resolve(node.operand, ctx)
         if subject.type is ERROR:
             return subject
         parts = []
         for lit in node.values:
-            value = self.expr(lit, ctx)
+            value = self._resolve(lit, ctx)
             fake = ast.Binary("==", node.operand, lit, lit.span)
             if value.type is ERROR or not self._comparable(subject, value, fake):
                 return ir.Const(False, ERROR, node.span)
@@ -326,8 +405,8 @@ class Resolver:
         return result
 
     def _ifelse(self, node: ast.IfElse, ctx: Context) -> ir.Node:
-        cond = self.expect(node.cond, ctx, "bool", "the 'if' condition")
-        then, else_ = self.expr(node.then, ctx), self.expr(node.else_, ctx)
+        cond = self._expect(node.cond, ctx, "bool", "the 'if' condition")
+        then, else_ = self._resolve(node.then, ctx), self._resolve(node.else_, ctx)
         joined = self._join(then, else_, node.span)
         if ERROR in (cond.type, joined):
             return ir.Const(False, ERROR, node.span)
@@ -353,7 +432,7 @@ class Resolver:
         return ERROR
 
     def _match(self, node: ast.Match, ctx: Context) -> ir.Node:
-        subject = self.expr(node.subject, ctx)
+        subject = self._resolve(node.subject, ctx)
         if subject.type is ERROR:
             return subject
         covered: set = set()
@@ -363,9 +442,9 @@ class Resolver:
             if cond.type is ERROR:
                 return cond
             covered |= {getattr(v, "value", None) for v in arm.values}
-            branches.append((cond, self.expr(arm.result, ctx)))
+            branches.append((cond, self._resolve(arm.result, ctx)))
         if node.default is not None:
-            result = self.expr(node.default, ctx)
+            result = self._resolve(node.default, ctx)
         else:
             if subject.type.kind == "enum":
                 missing = [v for v in subject.type.values if v not in covered]
@@ -387,7 +466,7 @@ class Resolver:
 
     # ---- calls
     def _call(self, node: ast.Call, ctx: Context) -> ir.Node:
-        args = [self.expr(a, ctx) for a in node.args]
+        args = [self._resolve(a, ctx) for a in node.args]
         if any(a.type is ERROR for a in args):
             return ir.Const(False, ERROR, node.span)
         builtin = _BUILTINS.get(node.name)
@@ -402,7 +481,7 @@ class Resolver:
         return ir.Const(False, ERROR, node.span)
 
     def _inline(self, key: str, node: ast.Call, args: list[ir.Node], ctx: Context) -> ir.Node:
-        decl, module, framework = self.s.defs[key]
+        decl, module, framework = self._looked("def", key)
         if key in ctx.calls:
             self.sink.error(f"def '{decl.name}' calls itself", node.span, code="recursion",
                             notes=[Note("defined here", decl.name_span)])
@@ -413,12 +492,36 @@ class Resolver:
                             notes=[Note("defined here", decl.name_span)])
             return ir.Const(False, ERROR, node.span)
         if framework is None and module != ctx.module and \
-                module not in self.s.imports.get(ctx.module, set()):
+                module not in self._looked("imports", ctx.module):
             self._visible(module, ctx, node.span, decl.name)
             return ir.Const(False, ERROR, node.span)
         inner = Context(module, framework, dict(zip(decl.params, args)),
                         ctx.memory_level, ctx.calls + (key,))
-        return self.expr(decl.expr, inner)
+        return self._resolve(decl.expr, inner)
+
+
+_MISSING = object()
+_MEMO: dict[int, tuple] = {}  # id(ast node) -> (node, key, answers, let reads, IR)
+_MEMO_LIMIT = 100_000  # cleared when full: a long run of one-off packs stays bounded
+
+
+class _Reads:
+    """What one remembered expression asked of the symbols, and the lets it read."""
+
+    __slots__ = ("asked", "lets")
+
+    def __init__(self):
+        self.asked: dict[tuple, object] = {}
+        self.lets: list[tuple[str, Type]] = []
+
+
+def _same(now, then) -> bool:
+    """The same answer: equal values, the same declaration, ERROR only for ERROR."""
+    if now is then:
+        return True
+    if type(now) is tuple:  # a def: (decl, module, framework)
+        return type(then) is tuple and now[0] is then[0] and now[1:] == then[1:]
+    return now == then and now is not ERROR and then is not ERROR
 
 
 def _values(t: Type) -> str:
