@@ -707,7 +707,7 @@ class Tracker:
         """The time cells that read place k (a parent() with `timed`), before
         update_sums: a child whose time alone loses is cut before its memory
         is read."""
-        tables, exprs, _ = parent[3][0]
+        tables, exprs, _, _ = parent[3][0]
         _tables(ranges, idx[k], tables, parent[2][0])
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -719,7 +719,7 @@ class Tracker:
         its terms at place k, the same float operations as before (a child
         always starts from its node's values)."""
         before, node_totals, bases, readers, g = parent
-        tables, exprs, _ = readers[g]
+        tables, exprs, _, _ = readers[g]
         _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -737,7 +737,7 @@ class Tracker:
         """The other cells that read place k, after update_sums."""
         g = parent[4] + 1
         bases, readers = parent[2], parent[3]
-        tables, exprs, _ = readers[g]
+        tables, exprs, _, _ = readers[g]
         _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -767,7 +767,7 @@ class Tracker:
     def _group(self, k: int, part: list) -> tuple:
         """The readers of some cells at place k as (tables, expressions, the
         distinct (place, stride) pairs before k the tables read, each found
-        once a node by parent()). A table's: (slot, stride of place k, its
+        once a node by parent(), and their indexer, _indexer's). A table's: (slot, stride of place k, its
         level's low and high, listed, which of those pairs); an expression's (or a table of
         codes'): (slot, cell, memo level j, memo key), j and the key as
         Expr.bound finds them (they depend on k only, for this preparation),
@@ -788,7 +788,7 @@ class Tracker:
                     else (0, pairs)  # not read at k (never, for a cell at place k): all before
                 tables.append((i, stride, low, high, listed,
                                befores.setdefault(before, len(befores))))
-        return tables, exprs, list(befores)
+        return tables, exprs, list(befores), _indexer(tuple(befores))
 
     def taken(self, ranges: list, totals: list, k: int) -> tuple:
         """What a child that fits set (update_sums and update_rest), to set
@@ -809,14 +809,30 @@ class Tracker:
 
 
 def _bases(group: tuple, idx: list[int]) -> list[int]:
-    """A group's indices over the places before k (its distinct pairs')."""
-    found = []
-    for before in group[2]:
-        at = 0
-        for place, stride in before:
-            at += idx[place] * stride
-        found.append(at)
-    return found
+    """A group's indices over the places before k (its distinct pairs'): its
+    indexer's (_indexer), one call."""
+    return group[3](idx)
+
+
+_INDEXERS: dict = {}  # a group's distinct pairs -> its indexer, made once per process
+INDEXERS_KEPT = 4096  # indexers kept (a long-lived server meets many KBs' shapes)
+
+
+def _indexer(befores: tuple):
+    """fn(idx) -> each pairs' index, sum(idx[place] * stride), written out as one
+    expression per pairs (the same integers as the loop over them, without a
+    loop, a tuple unpacked and a name stored per pair). A group's pairs recur
+    across preparations and plans (203 distinct over 909 groups in six plans),
+    so each text is compiled once."""
+    fn = _INDEXERS.get(befores)
+    if fn is None:
+        sums = ", ".join(" + ".join(f"idx[{place}] * {stride}" for place, stride in before)
+                         or "0" for before in befores)
+        if len(_INDEXERS) >= INDEXERS_KEPT:
+            _INDEXERS.clear()
+        fn = _INDEXERS[befores] = eval(compile(f"lambda idx: [{sums}]", "<indexer>", "eval",
+                                               dont_inherit=True), {"__builtins__": {}})
+    return fn
 
 
 def _found(bases: list, g: int, readers: tuple, idx: list[int]) -> list[int]:

@@ -1,0 +1,69 @@
+"""A tracker group's indices over the places before k written out as one
+compiled expression per group (solver/search.py `_indexer`, fourteenth round):
+the same integers as the loop over its (place, stride) pairs, each text
+compiled once per process."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kbsolve import api
+from kbsolve.program.query import Query, resolve
+from kbsolve.solver.search import Search, _bases, _indexer
+
+
+def _looped(befores, idx) -> list[int]:
+    found = []
+    for before in befores:
+        at = 0
+        for place, stride in before:
+            at += idx[place] * stride
+        found.append(at)
+    return found
+
+
+def test_an_indexer_sums_each_pairs_as_the_loop_does():
+    rng = random.Random(11)
+    for _ in range(200):
+        n = rng.randint(1, 12)
+        befores = tuple(tuple((place, rng.choice([1, 2, 3, 7, 24, 96]))
+                              for place in sorted(rng.sample(range(n), rng.randint(0, n))))
+                        for _ in range(rng.randint(0, 4)))
+        idx = [rng.randrange(9) for _ in range(n)]
+        assert _indexer(befores)(idx) == _looped(befores, idx)
+
+
+def test_no_pairs_index_zero_and_nothing_indexes_nothing():
+    assert _indexer(((),))([3, 4]) == [0]
+    assert _indexer(())([3, 4]) == []
+
+
+def test_a_text_is_compiled_once():
+    befores = (((0, 6), (2, 1)), ((1, 3),))
+    assert _indexer(befores) is _indexer(tuple(tuple(p) for p in befores))
+
+
+@pytest.fixture(scope="module")
+def search():
+    kb = api.load_kb()
+    found = Search(resolve(kb, Query(gpus="8xA100", model="qwen3-8b")).problem)
+    assert found.prepare()
+    return found
+
+
+def test_every_group_of_a_search_indexes_as_its_pairs_loop(search):
+    tracker, rng = search.tracker, random.Random(5)
+    n = len(search.order)
+    groups = 0
+    for k in range(n):
+        for timed in (False, True):
+            readers = tracker._time_readers(k) if timed else tracker._readers(k)
+            for group in readers:
+                for _ in range(5):
+                    idx = [rng.randrange(len(search.p.choices[search.keys[a]]))
+                           for a in search.axes]
+                    assert _bases(group, idx) == _looped(group[2], idx)
+                groups += bool(group[2])
+    assert groups > 10
