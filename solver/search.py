@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -658,6 +659,7 @@ class Tracker:
         self.at = [sorted((i for i, p in enumerate(places) if k in p),
                           key=lambda i: (i not in summed, i)) for k in range(n)]
         self.split = [sum(1 for i in at if i in summed) for at in self.at]
+        self.read_at = [_reader_of(at) for at in self.at]  # per place: ranges[i] for i in at
         # per place: whether a time cell reads it (else its children share the node's time)
         self.times_at = [any(i in self.timed for i in at) for at in self.at]
         # per place, two readers' groups (the summed cells, the rest), or three
@@ -701,7 +703,7 @@ class Tracker:
         else:
             readers = self.readers[k] or self._readers(k)
         bases = [_bases(readers[0], idx)] + [None] * (len(readers) - 1)
-        return [ranges[i] for i in self.at[k]], list(totals), bases, readers, int(timed)
+        return self.read_at[k](ranges), list(totals), bases, readers, int(timed)
 
     def update_time(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The time cells that read place k (a parent() with `timed`), before
@@ -793,7 +795,7 @@ class Tracker:
     def taken(self, ranges: list, totals: list, k: int) -> tuple:
         """What a child that fits set (update_sums and update_rest), to set
         it again with apply()."""
-        return [ranges[i] for i in self.at[k]], list(totals)
+        return self.read_at[k](ranges), list(totals)
 
     def apply(self, ranges: list, totals: list, k: int, taken: tuple) -> None:
         """Set again what a child set (taken()): every cell that reads place k."""
@@ -806,6 +808,16 @@ class Tracker:
         for i, value in zip(self.at[k], parent[0]):
             ranges[i] = value
         totals[:] = parent[1]
+
+
+def _reader_of(at: list[int]):
+    """fn(ranges) -> the tuple of ranges[i] for i in at (one C call,
+    operator.itemgetter's, where at holds two or more)."""
+    if len(at) >= 2:
+        return operator.itemgetter(*at)
+    if at:
+        return lambda ranges, i=at[0]: (ranges[i],)
+    return lambda ranges: ()
 
 
 def _bases(group: tuple, idx: list[int]) -> list[int]:

@@ -1,7 +1,8 @@
 """A tracker group's indices over the places before k written out as one
 compiled expression per group (solver/search.py `_indexer`, fourteenth round):
 the same integers as the loop over its (place, stride) pairs, each text
-compiled once per process."""
+compiled once per process; and a node's ranges of the cells at place k read
+by one call (`_reader_of`), the same ranges as the comprehension."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.program.query import Query, resolve
-from kbsolve.solver.search import Search, _bases, _indexer
+from kbsolve.solver.search import Search, _bases, _indexer, _reader_of
 
 
 def _looped(befores, idx) -> list[int]:
@@ -67,3 +68,19 @@ def test_every_group_of_a_search_indexes_as_its_pairs_loop(search):
                     assert _bases(group, idx) == _looped(group[2], idx)
                 groups += bool(group[2])
     assert groups > 10
+
+
+def test_a_places_ranges_are_read_as_the_comprehension_reads_them():
+    ranges = [(float(i), float(i) + 0.5) for i in range(9)]
+    for at in ([], [4], [0, 8], [2, 3, 7, 1]):
+        assert _reader_of(at)(ranges) == tuple(ranges[i] for i in at)
+
+
+def test_a_nodes_kept_ranges_are_its_cells_at_place_k(search):
+    tracker = search.tracker
+    idx = [0] * len(search.order)
+    ranges, totals = tracker.start(idx)
+    for k in range(len(search.order)):
+        kept = tracker.parent(ranges, totals, k, idx)
+        assert list(kept[0]) == [ranges[i] for i in tracker.at[k]]
+        assert list(tracker.taken(ranges, totals, k)[0]) == [ranges[i] for i in tracker.at[k]]
