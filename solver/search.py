@@ -769,8 +769,9 @@ class Tracker:
     def _group(self, k: int, part: list) -> tuple:
         """The readers of some cells at place k as (tables, expressions, the
         distinct (place, stride) pairs before k the tables read, each found
-        once a node by parent(), and their indexer, _indexer's). A table's: (slot, stride of place k, its
-        level's low and high, listed, which of those pairs); an expression's (or a table of
+        once a node by parent(), and their indexer, _indexer's). A table's:
+        (slot, stride of place k, its level's low and high, listed, which of
+        those pairs); an expression's (or a table of
         codes'): (slot, cell, memo level j, memo key), j and the key as
         Expr.bound finds them (they depend on k only, for this preparation),
         the key None where bound() itself answers. Tables are read before
@@ -939,6 +940,8 @@ class _State:
         best = self.best_float
         timed = best is not None and not self.first and s.objective != "memory" and CUT_ON_TIME
         parent = tracker.parent(ranges, totals, k, self.idx, timed)
+        checks, rule_index = s.rule_readers[k] or self._rule_checks(k)
+        rule_bases = rule_index(self.idx)
         cut: list = []
         if timed:
             ceiling = best[0]
@@ -956,7 +959,7 @@ class _State:
                     raise TimedOut
                 self.idx[k] = value
                 self.tried[k] += 1
-                if not self._rules_hold(k):
+                if not self._rules_hold(k, checks, rule_bases):
                     self.pruned[k] += 1
                     continue
                 time = None  # the child's time bound, where found here
@@ -1023,21 +1026,35 @@ class _State:
             return False
         return not s.host_terms or self.totals[1] <= s.host_budget * (1 + TOLERANCE)
 
-    def _rules_hold(self, k: int) -> bool:
-        idx = self.idx
-        readers = self.s.rule_readers[k]
-        if readers is None:
-            readers = self.s.rule_readers[k] = [reader_of(cell, k + 1)
-                                                for cell in self.s.rules_at[k]]
-        for cell, level in readers:
+    def _rule_checks(self, k: int) -> tuple:
+        """The rules read at place k (on first use per preparation, kept in
+        rule_readers[k]): (checks, indexer), a table's check (None, the stride
+        of place k, its level's high side, listed, which distinct pairs before
+        k), an expression's (cell, ...); the indexer finds the pairs' indices
+        once a node (_indexer), as a tracker group's."""
+        checks, befores = [], {}
+        for cell, level in (reader_of(cell, k + 1) for cell in self.s.rules_at[k]):
             if level is None:
+                checks.append((cell, 0, None, False, 0))
+                continue
+            pairs, _, high, listed = level
+            stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
+                else (0, pairs)
+            checks.append((None, stride, high, listed, befores.setdefault(before, len(befores))))
+        found = self.s.rule_readers[k] = (checks, _indexer(tuple(befores)))
+        return found
+
+    def _rules_hold(self, k: int, checks: list, bases: list) -> bool:
+        """Whether every rule read at place k may still hold with idx[k] set
+        (`bases`: the node's indices over the places before k, _rule_checks')."""
+        idx = self.idx
+        value = idx[k]
+        for cell, stride, high, listed, before in checks:
+            if cell is not None:
                 if not cell.bound(k + 1, idx)[1]:
                     return False
                 continue
-            pairs, _, high, listed = level
-            at = 0
-            for place, stride in pairs:
-                at += idx[place] * stride
+            at = bases[before] + value * stride
             if not (high[at] if listed else high.item(at)):
                 return False
         return True

@@ -1,18 +1,23 @@
 """A tracker group's indices over the places before k written out as one
 compiled expression per group (solver/search.py `_indexer`, fourteenth round):
 the same integers as the loop over its (place, stride) pairs, each text
-compiled once per process; and a node's ranges of the cells at place k read
-by one call (`_reader_of`), the same ranges as the comprehension."""
+compiled once per process; a node's ranges of the cells at place k read
+by one call (`_reader_of`), the same ranges as the comprehension; a group's
+tables read from its indices (`_tables`), each range the one Table.bound
+reads; and a child's rule checks from its node's indices
+(`_State._rules_hold`), each answer the rules' own bound's."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from kbsolve import api
 from kbsolve.program.query import Query, resolve
-from kbsolve.solver.search import Search, _bases, _indexer, _reader_of
+from kbsolve.program.tables import Table
+from kbsolve.solver.search import Search, _bases, _indexer, _reader_of, _State, _tables
 
 
 def _looped(befores, idx) -> list[int]:
@@ -84,3 +89,35 @@ def test_a_nodes_kept_ranges_are_its_cells_at_place_k(search):
         kept = tracker.parent(ranges, totals, k, idx)
         assert list(kept[0]) == [ranges[i] for i in tracker.at[k]]
         assert list(tracker.taken(ranges, totals, k)[0]) == [ranges[i] for i in tracker.at[k]]
+
+
+def test_a_groups_tables_read_what_table_bound_reads(search):
+    tracker, rng = search.tracker, random.Random(9)
+    kinds = set()
+    for k in range(len(search.order)):
+        for group in tracker._readers(k) + tracker._time_readers(k):
+            kinds.update(listed for *_, listed, _ in group[0])
+            for _ in range(4):
+                idx = [rng.randrange(len(search.p.choices[search.keys[a]])) for a in search.axes]
+                ranges = [None] * len(tracker.cells)
+                _tables(ranges, idx[k], group[0], _bases(group, idx))
+                for i, *_ in group[0]:
+                    cell = tracker.cells[i]
+                    assert isinstance(cell, Table)
+                    assert ranges[i] == cell.bound(k + 1, idx)
+    assert kinds == {True, False}  # levels read as lists and as arrays
+
+
+def test_a_childs_rules_hold_as_their_bounds_say(search):
+    state = _State(search, [list(d) for d in search.base_domains], 10, False, math.inf)
+    rng = random.Random(3)
+    answers = set()
+    for k in range(len(search.order)):
+        for _ in range(12):
+            state.idx[:] = [rng.randrange(len(search.p.choices[search.keys[a]]))
+                            for a in search.axes]
+            checks, index = search.rule_readers[k] or state._rule_checks(k)
+            held = state._rules_hold(k, checks, index(state.idx))
+            assert held == all(cell.bound(k + 1, state.idx)[1] for cell in search.rules_at[k])
+            answers.add(held)
+    assert answers == {True, False}
