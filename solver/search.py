@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -658,6 +659,7 @@ class Tracker:
         self.at = [sorted((i for i, p in enumerate(places) if k in p),
                           key=lambda i: (i not in summed, i)) for k in range(n)]
         self.split = [sum(1 for i in at if i in summed) for at in self.at]
+        self.read_at = [_reader_of(at) for at in self.at]  # per place: ranges[i] for i in at
         # per place: whether a time cell reads it (else its children share the node's time)
         self.times_at = [any(i in self.timed for i in at) for at in self.at]
         # per place, two readers' groups (the summed cells, the rest), or three
@@ -701,13 +703,13 @@ class Tracker:
         else:
             readers = self.readers[k] or self._readers(k)
         bases = [_bases(readers[0], idx)] + [None] * (len(readers) - 1)
-        return [ranges[i] for i in self.at[k]], list(totals), bases, readers, int(timed)
+        return self.read_at[k](ranges), list(totals), bases, readers, int(timed)
 
     def update_time(self, ranges: list, k: int, idx: list[int], parent: tuple) -> None:
         """The time cells that read place k (a parent() with `timed`), before
         update_sums: a child whose time alone loses is cut before its memory
         is read."""
-        tables, exprs, _ = parent[3][0]
+        tables, exprs, _, _ = parent[3][0]
         _tables(ranges, idx[k], tables, parent[2][0])
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -719,7 +721,7 @@ class Tracker:
         its terms at place k, the same float operations as before (a child
         always starts from its node's values)."""
         before, node_totals, bases, readers, g = parent
-        tables, exprs, _ = readers[g]
+        tables, exprs, _, _ = readers[g]
         _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -737,7 +739,7 @@ class Tracker:
         """The other cells that read place k, after update_sums."""
         g = parent[4] + 1
         bases, readers = parent[2], parent[3]
-        tables, exprs, _ = readers[g]
+        tables, exprs, _, _ = readers[g]
         _tables(ranges, idx[k], tables, bases[g] or _found(bases, g, readers, idx))
         if exprs:
             _exprs(ranges, k, idx, exprs)
@@ -767,8 +769,9 @@ class Tracker:
     def _group(self, k: int, part: list) -> tuple:
         """The readers of some cells at place k as (tables, expressions, the
         distinct (place, stride) pairs before k the tables read, each found
-        once a node by parent()). A table's: (slot, stride of place k, its
-        level's low and high, listed, which of those pairs); an expression's (or a table of
+        once a node by parent(), and their indexer, _indexer's). A table's:
+        (slot, stride of place k, its level's low and high, listed, which of
+        those pairs); an expression's (or a table of
         codes'): (slot, cell, memo level j, memo key), j and the key as
         Expr.bound finds them (they depend on k only, for this preparation),
         the key None where bound() itself answers. Tables are read before
@@ -788,12 +791,12 @@ class Tracker:
                     else (0, pairs)  # not read at k (never, for a cell at place k): all before
                 tables.append((i, stride, low, high, listed,
                                befores.setdefault(before, len(befores))))
-        return tables, exprs, list(befores)
+        return tables, exprs, list(befores), _indexer(tuple(befores))
 
     def taken(self, ranges: list, totals: list, k: int) -> tuple:
         """What a child that fits set (update_sums and update_rest), to set
         it again with apply()."""
-        return [ranges[i] for i in self.at[k]], list(totals)
+        return self.read_at[k](ranges), list(totals)
 
     def apply(self, ranges: list, totals: list, k: int, taken: tuple) -> None:
         """Set again what a child set (taken()): every cell that reads place k."""
@@ -808,15 +811,41 @@ class Tracker:
         totals[:] = parent[1]
 
 
+def _reader_of(at: list[int]):
+    """fn(ranges) -> the tuple of ranges[i] for i in at (one C call,
+    operator.itemgetter's, where at holds two or more)."""
+    if len(at) >= 2:
+        return operator.itemgetter(*at)
+    if at:
+        return lambda ranges, i=at[0]: (ranges[i],)
+    return lambda ranges: ()
+
+
 def _bases(group: tuple, idx: list[int]) -> list[int]:
-    """A group's indices over the places before k (its distinct pairs')."""
-    found = []
-    for before in group[2]:
-        at = 0
-        for place, stride in before:
-            at += idx[place] * stride
-        found.append(at)
-    return found
+    """A group's indices over the places before k (its distinct pairs'): its
+    indexer's (_indexer), one call."""
+    return group[3](idx)
+
+
+_INDEXERS: dict = {}  # a group's distinct pairs -> its indexer, made once per process
+INDEXERS_KEPT = 4096  # indexers kept (a long-lived server meets many KBs' shapes)
+
+
+def _indexer(befores: tuple):
+    """fn(idx) -> each pairs' index, sum(idx[place] * stride), written out as one
+    expression per pairs (the same integers as the loop over them, without a
+    loop, a tuple unpacked and a name stored per pair). A group's pairs recur
+    across preparations and plans (203 distinct over 909 groups in six plans),
+    so each text is compiled once."""
+    fn = _INDEXERS.get(befores)
+    if fn is None:
+        sums = ", ".join(" + ".join(f"idx[{place}] * {stride}" for place, stride in before)
+                         or "0" for before in befores)
+        if len(_INDEXERS) >= INDEXERS_KEPT:
+            _INDEXERS.clear()
+        fn = _INDEXERS[befores] = eval(compile(f"lambda idx: [{sums}]", "<indexer>", "eval",
+                                               dont_inherit=True), {"__builtins__": {}})
+    return fn
 
 
 def _found(bases: list, g: int, readers: tuple, idx: list[int]) -> list[int]:
@@ -911,6 +940,8 @@ class _State:
         best = self.best_float
         timed = best is not None and not self.first and s.objective != "memory" and CUT_ON_TIME
         parent = tracker.parent(ranges, totals, k, self.idx, timed)
+        checks, rule_index = s.rule_readers[k] or self._rule_checks(k)
+        rule_bases = rule_index(self.idx)
         cut: list = []
         if timed:
             ceiling = best[0]
@@ -928,7 +959,7 @@ class _State:
                     raise TimedOut
                 self.idx[k] = value
                 self.tried[k] += 1
-                if not self._rules_hold(k):
+                if not self._rules_hold(k, checks, rule_bases):
                     self.pruned[k] += 1
                     continue
                 time = None  # the child's time bound, where found here
@@ -995,21 +1026,35 @@ class _State:
             return False
         return not s.host_terms or self.totals[1] <= s.host_budget * (1 + TOLERANCE)
 
-    def _rules_hold(self, k: int) -> bool:
-        idx = self.idx
-        readers = self.s.rule_readers[k]
-        if readers is None:
-            readers = self.s.rule_readers[k] = [reader_of(cell, k + 1)
-                                                for cell in self.s.rules_at[k]]
-        for cell, level in readers:
+    def _rule_checks(self, k: int) -> tuple:
+        """The rules read at place k (on first use per preparation, kept in
+        rule_readers[k]): (checks, indexer), a table's check (None, the stride
+        of place k, its level's high side, listed, which distinct pairs before
+        k), an expression's (cell, ...); the indexer finds the pairs' indices
+        once a node (_indexer), as a tracker group's."""
+        checks, befores = [], {}
+        for cell, level in (reader_of(cell, k + 1) for cell in self.s.rules_at[k]):
             if level is None:
+                checks.append((cell, 0, None, False, 0))
+                continue
+            pairs, _, high, listed = level
+            stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
+                else (0, pairs)
+            checks.append((None, stride, high, listed, befores.setdefault(before, len(befores))))
+        found = self.s.rule_readers[k] = (checks, _indexer(tuple(befores)))
+        return found
+
+    def _rules_hold(self, k: int, checks: list, bases: list) -> bool:
+        """Whether every rule read at place k may still hold with idx[k] set
+        (`bases`: the node's indices over the places before k, _rule_checks')."""
+        idx = self.idx
+        value = idx[k]
+        for cell, stride, high, listed, before in checks:
+            if cell is not None:
                 if not cell.bound(k + 1, idx)[1]:
                     return False
                 continue
-            pairs, _, high, listed = level
-            at = 0
-            for place, stride in pairs:
-                at += idx[place] * stride
+            at = bases[before] + value * stride
             if not (high[at] if listed else high.item(at)):
                 return False
         return True
