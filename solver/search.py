@@ -123,6 +123,21 @@ class Search:
     _TRACKED = ("host", "tracked", "memory_terms", "host_terms", "time_parts",
                 "time_factors", "tier_slots", "cells")
 
+    def _kept_domains(self) -> dict | None:
+        """The domains (and their spreads) of an earlier search of this set-up whose
+        cells' sides (_mark_needs) hold this one's: the same tracked terms, or this
+        one without host terms. Their masks are the same objects, so the tables take
+        back the levels that search built (Table._reuse); a level built for fewer
+        sides would be wrong on the others, so masks a search without host terms
+        took are never given to one with them again."""
+        kept_domains = self._domains_kept
+        if self.host_terms:
+            return kept_domains.get(True)
+        if False not in kept_domains and True in kept_domains:
+            # taken for good: the levels this search adds have its fewer sides only
+            kept_domains[False] = kept_domains.pop(True)
+        return kept_domains.get(False)
+
     def _setup_inputs(self) -> tuple:
         p = self.p
         return (type(self), p.kb, p.framework, p.program, p.facts, p.fixed, p.choices,
@@ -253,8 +268,8 @@ class Search:
         score = [0.0] * len(self.keys)
         spreads: dict = {}  # id -> (table, its spread): a memory table is often a cell too
 
-        if allowed is self._domains_kept.get("allowed"):  # the set-up's own masks
-            spreads = self._domains_kept.setdefault("spreads", {})
+        if allowed is getattr(self, "allowed", None):  # the set-up's own masks
+            spreads = self._spreads
 
         def spread(cell) -> dict:
             found = spreads.get(id(cell))
@@ -381,11 +396,13 @@ class Search:
         if hasattr(self, "allowed") and axes is None:
             return self.allowed is not None
         if not hasattr(self, "allowed"):
-            kept_domains = self._domains_kept
-            if "allowed" not in kept_domains:  # the same for every set-up's search
-                kept_domains["why"] = {}
-                kept_domains["allowed"] = self.domains(why=kept_domains["why"])
-            self.why, self.allowed = kept_domains["why"], kept_domains["allowed"]
+            found = self._kept_domains()
+            if found is None:
+                found = {"why": {}}
+                found["allowed"] = self.domains(why=found["why"])
+                self._domains_kept[self.host_terms != []] = found
+            self.why, self.allowed = found["why"], found["allowed"]
+            self._spreads = found.setdefault("spreads", {})  # _lifts', over these masks
             if self.allowed is None:
                 return False
         p = self.p

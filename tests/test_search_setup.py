@@ -128,3 +128,20 @@ def test_a_problem_with_other_pins_builds_its_own_set_up():
     changed = copy.copy(problem)
     changed.pinned[next(iter(problem.choices))] = None  # the same dict, changed in place
     assert Search(changed).tables is not tables
+
+
+def test_masks_a_search_without_host_terms_took_never_go_back_to_one_with_them():
+    problem = _refused()
+    full = Search(problem)
+    assert full.prepare() and full.host_terms
+    masks = full.allowed
+    del full
+    least = Search(_least_memory(problem))
+    assert least.prepare() and least.allowed is masks  # the same sides: the same masks
+    del least
+    host = Search(_no_host_limit(problem))
+    assert host.prepare() and host.allowed is masks  # fewer sides: it may read them
+    del host
+    again = Search(_least_memory(problem))
+    assert again.prepare() and again.allowed is not masks
+    assert [list(m) for m in again.allowed] == [list(m) for m in masks]
