@@ -428,17 +428,19 @@ def _z3_if(z3, c, n):
     if isinstance(a, dict) or isinstance(b, dict):  # enums: value -> guard
         a, b = _as_map(a), _as_map(b)
         keys = list(dict.fromkeys(list(a) + list(b)))
-        return {k: z3.Or(z3.And(cond, a.get(k, False)), z3.And(z3.Not(cond), b.get(k, False)))
+        false = c.boolean(False)
+        return {k: _or(z3, c, [_and(z3, c, [cond, a.get(k, false)]),
+                               _and(z3, c, [_not(z3, c, cond), b.get(k, false)])])
                 for k in keys}
-    return z3.If(cond, a, b)
+    return _ite(z3, c, cond, a, b)
 
 
 def _z3_and(z3, c, n):
-    return z3.And(c.term(n.args[0]), c.term(n.args[1]))
+    return _and(z3, c, [c.term(n.args[0]), c.term(n.args[1])])
 
 
 def _z3_or(z3, c, n):
-    return z3.Or(c.term(n.args[0]), c.term(n.args[1]))
+    return _or(z3, c, [c.term(n.args[0]), c.term(n.args[1])])
 
 
 def _z3_implies(z3, c, n):
@@ -446,20 +448,67 @@ def _z3_implies(z3, c, n):
 
 
 def _z3_not(z3, c, n):
-    return z3.Not(c.term(n.args[0]))
+    return _not(z3, c, c.term(n.args[0]))
 
 
 def _z3_eq(z3, c, n):
     a, b = c.term(n.args[0]), c.term(n.args[1])
     if isinstance(a, dict) or isinstance(b, dict):
         a, b = _as_map(a), _as_map(b)
-        common = [z3.And(a[k], b[k]) for k in a if k in b]
-        return z3.Or(common) if common else c.boolean(False)
-    return a == b
+        common = [_and(z3, c, [a[k], b[k]]) for k in a if k in b]
+        return _or(z3, c, common) if common else c.boolean(False)
+    return _eq(z3, c, a, b)
 
 
 def _z3_ne(z3, c, n):
-    return z3.Not(_z3_eq(z3, c, n))
+    return _not(z3, c, _z3_eq(z3, c, n))
+
+
+# z3py's And, Or, Not, If and == through the C API where z3py would make the term
+# as it is (Bool arguments; both sides of one sort): the same term, without the
+# wrappers' coercions and checks (~15 % of a Model's build); anything else (a
+# Python value, two sorts) goes through z3py, which coerces it as before.
+
+def _and(z3, c, terms: list):
+    if all(isinstance(t, z3.BoolRef) for t in terms):
+        array = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+        return z3.BoolRef(z3.z3core.Z3_mk_and(c.ctx.ref(), len(terms), array), c.ctx)
+    return z3.And(terms)
+
+
+def _or(z3, c, terms: list):
+    if all(isinstance(t, z3.BoolRef) for t in terms):
+        array = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+        return z3.BoolRef(z3.z3core.Z3_mk_or(c.ctx.ref(), len(terms), array), c.ctx)
+    return z3.Or(terms)
+
+
+def _not(z3, c, term):
+    if isinstance(term, z3.BoolRef):
+        return z3.BoolRef(z3.z3core.Z3_mk_not(c.ctx.ref(), term.as_ast()), c.ctx)
+    return z3.Not(term)
+
+
+def _same_sort(z3, c, a, b) -> bool:
+    core = z3.z3core
+    return isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and core.Z3_is_eq_sort(
+        c.ctx.ref(), core.Z3_get_sort(c.ctx.ref(), a.as_ast()),
+        core.Z3_get_sort(c.ctx.ref(), b.as_ast()))
+
+
+def _eq(z3, c, a, b):
+    if _same_sort(z3, c, a, b):
+        if type(a) is not type(b) and isinstance(b, type(a)):
+            a, b = b, a  # Python asks the subclass's == first: a numeral's, b == a
+        return z3.BoolRef(z3.z3core.Z3_mk_eq(c.ctx.ref(), a.as_ast(), b.as_ast()), c.ctx)
+    return a == b
+
+
+def _ite(z3, c, cond, a, b):
+    if isinstance(cond, z3.BoolRef) and _same_sort(z3, c, a, b):
+        return z3.z3._to_expr_ref(z3.z3core.Z3_mk_ite(c.ctx.ref(), cond.as_ast(), a.as_ast(),
+                                                      b.as_ast()), c.ctx)
+    return z3.If(cond, a, b)
 
 
 def _z3_lt(z3, c, n):

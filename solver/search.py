@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 import operator
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,29 +81,98 @@ class Search:
 
     def __init__(self, problem):
         self.p = problem
-        self.keys = sorted(problem.choices)  # the tables' axes
-        self._step_memo: dict = {}  # domains()' table steps (_step)
-        t = self.tables = Tables(problem, self.keys)
-        self.rules = [(f"rule:{r.framework}.{r.id}", t.cell(r.constraint))
-                      for r in problem.rules]
-        for option in problem.options:
-            if option.when is not None and option.key in t.axis:
-                self.rules.append((f"when:{option.key}",
-                                   t.combine("or", [t.cell(option.when),
-                                                    self._is_default(option.key)],
-                                             "bool", False)))
-        gpu = [m for m in problem.program.memory if m.location == "gpu"]
-        host = [m for m in problem.program.memory if m.location == "host"]
-        self.memory = [t.cell(m.expr) for m in gpu]
-        self.host = [t.cell(m.expr) for m in host] if problem.host_budget_bytes is not None \
-            else []
         self.budget = float(problem.budget_bytes)
         self.host_budget = float(problem.host_budget_bytes or 0)
-        self.time = self._time()
-        self.tiers = self._preferences()
         self.objective = problem.objective
-        self._track()
-        self.cells = self._cells()
+        common, tracked = self._take_setup()
+        if common is None:
+            self.keys = sorted(problem.choices)  # the tables' axes
+            self._step_memo: dict = {}  # domains()' table steps (_step)
+            self._domains_kept: dict = {}  # prepare's domains and _lifts' spreads
+            t = self.tables = Tables(problem, self.keys)
+            self.rules = [(f"rule:{r.framework}.{r.id}", t.cell(r.constraint))
+                          for r in problem.rules]
+            for option in problem.options:
+                if option.when is not None and option.key in t.axis:
+                    self.rules.append((f"when:{option.key}",
+                                       t.combine("or", [t.cell(option.when),
+                                                        self._is_default(option.key)],
+                                                 "bool", False)))
+            gpu = [m for m in problem.program.memory if m.location == "gpu"]
+            self.memory = [t.cell(m.expr) for m in gpu]
+            self.time = self._time()
+            self.tiers = self._preferences()
+        if tracked is None:
+            host = [m for m in problem.program.memory if m.location == "host"]
+            self.host = [self.tables.cell(m.expr) for m in host] \
+                if problem.host_budget_bytes is not None else []
+            self._track()
+            self.cells = self._cells()
+        self._keep_setup(common, tracked)
+        self._mark_needs()
+
+    # A problem's set-up (tables, cells, tracked slots, domains) reads its KB,
+    # framework, program, facts, fixed options, choices, pins and consent rules, and
+    # whether a host-RAM budget is set (the host cells and slots only); never the
+    # budgets' values or the objective. A refusal asks copies of its problem
+    # (copy.copy: the same dicts, and the same __dict__ entries) that differ only
+    # there (the least-memory and host-RAM questions): each takes the set-up of the
+    # search before it, once that search is gone (no one reads its cells'
+    # preparations any more), kept in the problem's __dict__.
+    _COMMON = ("keys", "_step_memo", "_domains_kept", "tables", "rules", "memory", "time",
+               "tiers")
+    _TRACKED = ("host", "tracked", "memory_terms", "host_terms", "time_parts",
+                "time_factors", "tier_slots", "cells")
+
+    def _kept_domains(self) -> dict | None:
+        """The domains (and their spreads) of an earlier search of this set-up whose
+        cells' sides (_mark_needs) hold this one's: the same tracked terms, or this
+        one without host terms. Their masks are the same objects, so the tables take
+        back the levels that search built (Table._reuse); a level built for fewer
+        sides would be wrong on the others, so masks a search without host terms
+        took are never given to one with them again."""
+        kept_domains = self._domains_kept
+        if self.host_terms:
+            return kept_domains.get(True)
+        if False not in kept_domains and True in kept_domains:
+            # taken for good: the levels this search adds have its fewer sides only
+            kept_domains[False] = kept_domains.pop(True)
+        return kept_domains.get(False)
+
+    def _setup_inputs(self) -> tuple:
+        p = self.p
+        return (type(self), p.kb, p.framework, p.program, p.facts, p.fixed, p.choices,
+                p.pinned, p.consent)
+
+    def _setup_contents(self) -> tuple:
+        p = self.p
+        return dict(p.facts), dict(p.fixed), dict(p.choices), dict(p.pinned)
+
+    def _take_setup(self) -> tuple:
+        """(the common fields, the host-dependent ones) of a set-up this search may
+        take, each None where none is kept."""
+        for entry in self.p.__dict__.get("_search_setups", ()):
+            inputs, contents, owner, common, tracked = entry
+            if all(a is b for a, b in zip(inputs, self._setup_inputs())) and \
+                    owner() is None and contents == self._setup_contents():
+                self.__dict__.update(common)
+                mine = tracked.get(self.p.host_budget_bytes is not None)
+                if mine is not None:
+                    self.__dict__.update(mine)
+                return common, mine
+        return None, None
+
+    def _keep_setup(self, common, tracked) -> None:
+        host = self.p.host_budget_bytes is not None
+        if common is None:
+            entry = [self._setup_inputs(), self._setup_contents(), None,
+                     {name: self.__dict__[name] for name in self._COMMON}, {}]
+            self.p.__dict__.setdefault("_search_setups", []).append(entry)
+        else:
+            entry = next(e for e in self.p.__dict__["_search_setups"] if e[3] is common)
+        if tracked is None:
+            entry[4][host] = {name: self.__dict__[name] for name in self._TRACKED}
+        entry[2] = weakref.ref(self)
 
     def _track(self) -> None:
         """The cells the bounds read, one slot each: memory and host RAM as
@@ -137,7 +207,6 @@ class Search:
         self.time_parts = [slot(c) for c in parts]
         self.time_factors = [slot(c) for c in factors]
         self.tier_slots = [slot(c) for c in self.tiers]
-        self._mark_needs()
 
     def _mark_needs(self) -> None:
         """Which side of its ranges each table's bounds are read on: rules and
@@ -199,6 +268,9 @@ class Search:
             return found[1]
         score = [0.0] * len(self.keys)
         spreads: dict = {}  # id -> (table, its spread): a memory table is often a cell too
+
+        if allowed is getattr(self, "allowed", None):  # the set-up's own masks
+            spreads = self._spreads
 
         def spread(cell) -> dict:
             found = spreads.get(id(cell))
@@ -325,8 +397,13 @@ class Search:
         if hasattr(self, "allowed") and axes is None:
             return self.allowed is not None
         if not hasattr(self, "allowed"):
-            self.why: dict = {}
-            self.allowed = self.domains(why=self.why)
+            found = self._kept_domains()
+            if found is None:
+                found = {"why": {}}
+                found["allowed"] = self.domains(why=found["why"])
+                self._domains_kept[self.host_terms != []] = found
+            self.why, self.allowed = found["why"], found["allowed"]
+            self._spreads = found.setdefault("spreads", {})  # _lifts', over these masks
             if self.allowed is None:
                 return False
         p = self.p

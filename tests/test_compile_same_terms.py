@@ -89,3 +89,58 @@ def test_value_sets_in_ints_are_the_fraction_ones(kb, op, monkeypatch):
             plain.setattr(compile_, "INTEGRAL_OPS", frozenset())
             slow = _value_set(problem, op, sets[:arity])
         assert fast == slow and len(fast) > 1 and all(type(v) is Fraction for v in fast)
+
+
+
+# the Z3 views of if, and, or, not, == and != as they were, through z3py's wrappers
+def _plain_if(z3, c, n):
+    cond = c.term(n.args[0])
+    a, b = c.term(n.args[1]), c.term(n.args[2])
+    if isinstance(a, dict) or isinstance(b, dict):
+        a = a if isinstance(a, dict) else {}
+        b = b if isinstance(b, dict) else {}
+        keys = list(dict.fromkeys(list(a) + list(b)))
+        return {k: z3.Or(z3.And(cond, a.get(k, False)), z3.And(z3.Not(cond), b.get(k, False)))
+                for k in keys}
+    return z3.If(cond, a, b)
+
+
+def _plain_eq(z3, c, n):
+    a, b = c.term(n.args[0]), c.term(n.args[1])
+    if isinstance(a, dict) or isinstance(b, dict):
+        a = a if isinstance(a, dict) else {}
+        b = b if isinstance(b, dict) else {}
+        common = [z3.And(a[k], b[k]) for k in a if k in b]
+        return z3.Or(common) if common else c.boolean(False)
+    return a == b
+
+
+PLAIN_VIEWS = {
+    "if": _plain_if, "==": _plain_eq,
+    "!=": lambda z3, c, n: z3.Not(_plain_eq(z3, c, n)),
+    "and": lambda z3, c, n: z3.And(c.term(n.args[0]), c.term(n.args[1])),
+    "or": lambda z3, c, n: z3.Or(c.term(n.args[0]), c.term(n.args[1])),
+    "not": lambda z3, c, n: z3.Not(c.term(n.args[0])),
+}
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: f"{q.gpus} {q.model}")
+def test_the_operators_c_api_forms_make_z3pys_terms(kb, query, monkeypatch):
+    import dataclasses
+    from kbsolve.program.operators import OPERATORS
+    problem = resolve(kb, query).problem
+    fast = _terms(Model(problem))
+    calls = {"c": 0}
+
+    def counted(plain):
+        def call(*args):
+            calls["c"] += 1
+            return plain(*args)
+        return call
+
+    assert set(PLAIN_VIEWS) <= set(OPERATORS)
+    for name, plain in PLAIN_VIEWS.items():
+        monkeypatch.setitem(OPERATORS, name, dataclasses.replace(OPERATORS[name],
+                                                                 z3=counted(plain)))
+    slow = _terms(Model(problem))
+    assert calls["c"] > 100 and len(fast) > 50 and fast == slow

@@ -5,8 +5,10 @@ preparation), each the same as it was found before."""
 
 from __future__ import annotations
 
+import copy
 import math
 import random
+from fractions import Fraction
 
 import pytest
 
@@ -67,3 +69,79 @@ def test_searches_of_one_preparation_find_what_separate_searches_find():
     assert (first.chosen, first.nodes) == (second.chosen, second.nodes) == \
         (alone.chosen, alone.nodes)
     assert first.chosen is not None
+
+
+def _refused():
+    return resolve(api.load_kb(), Query(gpus="1x4090", model="llama3-70b")).problem
+
+
+def _least_memory(problem):
+    unlimited = copy.copy(problem)  # as plan/explain.py's refused_on_memory asks it
+    unlimited.budget_bytes, unlimited.objective = Fraction(2) ** 80, "memory"
+    return unlimited
+
+
+def _no_host_limit(problem):
+    unlimited = copy.copy(problem)  # as plan/run.py's _host_ram_fix asks it
+    unlimited.host_budget_bytes = None
+    return unlimited
+
+
+def _answer(found):
+    return found.status, found.chosen, found.nodes, found.metrics and found.metrics.levels
+
+
+def test_a_refusals_copies_take_its_set_up_and_find_what_a_fresh_search_finds():
+    problem = _refused()
+    refused = Search(problem)
+    assert refused.run().status == "infeasible"
+    tables, rules = refused.tables, refused.rules
+    del refused  # gone: its set-up may be taken
+    least = Search(_least_memory(problem))
+    assert least.tables is tables and least.rules is rules and least.host_terms
+    fresh = Search(_least_memory(_refused()))
+    assert fresh.tables is not tables
+    assert _answer(least.run()) == _answer(fresh.run())
+    assert least.objective == "memory" and least.budget == float(Fraction(2) ** 80)
+    del least, fresh
+    host = Search(_no_host_limit(problem))
+    assert host.tables is tables and host.host_terms == [] and host.host == []
+    found = host.run()
+    assert found.status == "optimal"
+    assert _answer(found) == _answer(Search(_no_host_limit(_refused())).run())
+
+
+def test_a_live_search_keeps_its_set_up_to_itself():
+    problem = _refused()
+    first = Search(problem)
+    assert first.prepare() is True
+    second = Search(_least_memory(problem))
+    assert second.tables is not first.tables and second.cells is not first.cells
+
+
+def test_a_problem_with_other_pins_builds_its_own_set_up():
+    problem = _refused()
+    tables = Search(problem).tables
+    other = copy.copy(problem)
+    other.pinned = {**problem.pinned, next(iter(problem.choices)): None}
+    assert Search(other).tables is not tables
+    changed = copy.copy(problem)
+    changed.pinned[next(iter(problem.choices))] = None  # the same dict, changed in place
+    assert Search(changed).tables is not tables
+
+
+def test_masks_a_search_without_host_terms_took_never_go_back_to_one_with_them():
+    problem = _refused()
+    full = Search(problem)
+    assert full.prepare() and full.host_terms
+    masks = full.allowed
+    del full
+    least = Search(_least_memory(problem))
+    assert least.prepare() and least.allowed is masks  # the same sides: the same masks
+    del least
+    host = Search(_no_host_limit(problem))
+    assert host.prepare() and host.allowed is masks  # fewer sides: it may read them
+    del host
+    again = Search(_least_memory(problem))
+    assert again.prepare() and again.allowed is not masks
+    assert [list(m) for m in again.allowed] == [list(m) for m in masks]
