@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterator, Union
 
-from kbsolve.diagnostics import Span
+from kbsolve.diagnostics import Span, compact_spans
 from kbsolve.dsl.types import Type
 
 
@@ -88,3 +88,6 @@ def lets_used(node: Node) -> set[str]:
 
 def facts_used(node: Node) -> set[str]:
     return {n.path for n in walk(node) if isinstance(n, FactRef)}
+
+
+compact_spans(Const, OptionRef, FactRef, LetRef, MemorySum, Op)

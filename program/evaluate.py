@@ -168,13 +168,13 @@ def _node_slot(node_id: int, reads: list[str], assignment: Mapping[str, Any]) ->
 
 
 def _fact(node: ir.FactRef):
-    path, span = node.path, node.span
+    path = node.path
 
     def get(env):
         value = env[1].get(path)
-        if value is None:
+        if value is None:  # node.span read here: built only for a diagnostic (diagnostics.py)
             raise KbError(Diagnostic(f"the model or GPU has no value for {path}, which this "
-                                     f"formula needs", span, code="missing-fact"))
+                                     f"formula needs", node.span, code="missing-fact"))
         return value
     return get
 
@@ -224,12 +224,10 @@ def facts_read(kb: KnowledgeBase, root: ir.Node) -> frozenset[str]:
 
 
 def _divide(node: ir.Op, quotient, a, b):
-    span = node.span
-
     def run(env):
         divisor = b(env)
         if divisor == 0:
             raise KbError(Diagnostic("division by zero: a fact or option in this formula is 0 "
-                                     "for this query", span, code="div-zero"))
+                                     "for this query", node.span, code="div-zero"))
         return quotient(a(env), divisor)
     return run
