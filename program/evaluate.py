@@ -103,29 +103,32 @@ def _getter(keys: list[str]) -> Callable:
 
 
 def closure(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
-    table = _caches(kb)[0]
+    return _closure(kb, _caches(kb)[0], node)
+
+
+def _closure(kb: KnowledgeBase, table: dict, node: ir.Node) -> Callable[[Env], Any]:
     cached = table.get(id(node))
     if cached is None or cached[0] is not node:
-        cached = (node, _build(kb, node))
-        table[id(node)] = cached
+        cached = table[id(node)] = (node, _build(kb, table, node))
     return cached[1]
 
 
-def _build(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
-    if isinstance(node, ir.Const):
+def _build(kb: KnowledgeBase, table: dict, node: ir.Node) -> Callable[[Env], Any]:
+    kind = type(node)  # the node classes have no subclasses
+    if kind is ir.Const:
         value = node.value
         return lambda env: value
-    if isinstance(node, ir.OptionRef):
+    if kind is ir.OptionRef:
         key = node.option
         return lambda env: env[0][key]
-    if isinstance(node, ir.FactRef):
+    if kind is ir.FactRef:
         return _fact(node)
-    if isinstance(node, ir.LetRef):
+    if kind is ir.LetRef:
         return _let(kb, node.let)
-    if isinstance(node, ir.MemorySum):
+    if kind is ir.MemorySum:
         parts = [_kept(kb, t.expr) for t in _walker.summed_terms(kb, node.framework, node.level)]
         return lambda env: sum((Fraction(p(env)) for p in parts), Fraction(0))
-    args = [closure(kb, a) for a in node.args]
+    args = [_closure(kb, table, a) for a in node.args]
     op = OPERATORS[node.op]  # its exact view (program/operators.py)
     if op.lazy:
         return op.exact(*args)
