@@ -5,8 +5,6 @@ Every user-facing error in kbsolve is a `Diagnostic`; a failing step raises
 `file:line:col: error: message`, the source line, a caret, then notes.
 """
 
-from __future__ import annotations
-
 import contextlib
 import re
 import sys

@@ -4,8 +4,6 @@ Operators in `Op.op`: + - * / % neg not and or implies == != < <= > >= if
 min max ceil floor abs at_most_one exactly_one divisible.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterator, Union
