@@ -5,8 +5,6 @@ Every user-facing error in kbsolve is a `Diagnostic`; a failing step raises
 `file:line:col: error: message`, the source line, a caret, then notes.
 """
 
-from __future__ import annotations
-
 import contextlib
 import re
 import sys
@@ -37,6 +35,46 @@ class Span:
         if self.line <= 0:
             return self.file
         return f"{self.file}:{self.line}:{self.col}"
+
+
+_PLACE = "_place"  # where a compact holder keeps its span (see compact_spans)
+
+
+class _CompactSpan:
+    """A holder's `span`, pickled as a plain tuple (file, line, col, end_line, end_col[,
+    via]) and built into a Span when first read: a plan unpickles ~2,900 spans with the
+    KB's scopes and reads few (issue 25). An instance dict's `span` (set by __init__ or a
+    first read) hides this (a non-data descriptor)."""
+
+    def __init__(self, default):
+        self.default = default  # the dataclass field's default, or None
+
+    def __get__(self, holder, owner=None):
+        if holder is None:
+            if self.default is None:
+                raise AttributeError("span")
+            return self.default
+        span = holder.__dict__["span"] = Span(*holder.__dict__[_PLACE])
+        return span
+
+
+def _compact_state(holder) -> dict:
+    """__getstate__ of a compact holder: its span as a tuple under _PLACE."""
+    state = dict(holder.__dict__)
+    span = state.get("span")
+    if type(span) is Span:
+        del state["span"]
+        state[_PLACE] = (span.file, span.line, span.col, span.end_line, span.end_col,
+                         *((span.via,) if span.via else ()))
+    return state
+
+
+def compact_spans(*classes) -> None:
+    """Frozen dataclasses whose field `span` is pickled compact and built on first read."""
+    for cls in classes:
+        default = cls.__dict__.get("span")
+        cls.span = _CompactSpan(default if type(default) is Span else None)
+        cls.__getstate__ = _compact_state
 
 
 @dataclass(frozen=True)

@@ -134,12 +134,16 @@ def _build(group: str, signature: tuple) -> type:
         absent_ok = optional or (when is not None and not has_default)
         if kind == "str" and not (has_default or absent_ok):
             constraints["min_length"] = 1
+        # a bare default where no constraint applies: pydantic copies a FieldInfo given
+        # as the default (~20 us a field, 94 fields in a plan's three classes: issue 25)
         if has_default:
-            fields[name] = (annotation, Field(default=default, **constraints))
+            fields[name] = (annotation, Field(default=default, **constraints)
+                            if constraints else default)
         elif absent_ok:
-            fields[name] = (Optional[annotation], Field(default=None, **constraints))
+            fields[name] = (Optional[annotation], Field(default=None, **constraints)
+                            if constraints else None)
         else:
-            fields[name] = (annotation, Field(**constraints))
+            fields[name] = (annotation, Field(**constraints) if constraints else ...)
         if when is not None:
             when_fields.append((name, when))
             if not (has_default or optional):

@@ -26,7 +26,7 @@ from kbsolve.collector import paused
 from kbsolve.codecache import (CACHE_ENV, cache_dir, checksum,  # noqa: F401 - the caches' one directory
                                framed, key_name, write_atomically)
 
-_MAGIC = b"kbsolve-kb-cache-v3\n"  # v2: one pickle, its tables' bytes in it; v1: SHA-256
+_MAGIC = b"kbsolve-kb-cache-v4\n"  # v3: spans whole; v2: one pickle; v1: SHA-256
 _STAMP_MAGIC = b"kbsolve-kb-stamp-v1\n"
 RACY_NS = 2_000_000_000  # a source this recent when read is never stamped
 _LOADED: OrderedDict[tuple[str, bytes], object] = OrderedDict()

@@ -4,13 +4,11 @@ Operators in `Op.op`: + - * / % neg not and or implies == != < <= > >= if
 min max ceil floor abs at_most_one exactly_one divisible.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterator, Union
 
-from kbsolve.diagnostics import Span
+from kbsolve.diagnostics import Span, compact_spans
 from kbsolve.dsl.types import Type
 
 
@@ -88,3 +86,6 @@ def lets_used(node: Node) -> set[str]:
 
 def facts_used(node: Node) -> set[str]:
     return {n.path for n in walk(node) if isinstance(n, FactRef)}
+
+
+compact_spans(Const, OptionRef, FactRef, LetRef, MemorySum, Op)

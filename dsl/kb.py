@@ -4,8 +4,10 @@ Options, rules and terms are keyed by `framework.name`; lets by `scope.name`
 where the scope is a framework or `core`.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated (no `from __future__ import annotations`): dataclasses reads a
+# string annotation with a regex three times a field (ClassVar, InitVar, KW_ONLY), ~2 ms
+# of a cold plan's imports over this module's 200 fields (issue 25); diagnostics.py and
+# dsl/ir.py likewise.
 import functools
 import pickle
 import re
@@ -14,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.collector import paused
-from kbsolve.diagnostics import Span
+from kbsolve.diagnostics import Span, compact_spans
 from kbsolve.dsl.ir import Node
 from kbsolve.dsl.types import Type
 
@@ -380,6 +382,8 @@ class Test:
     checks: tuple[Node, ...]  # checked forms of `expect EXPR`, in order
     meta: Meta
 
+
+compact_spans(Meta, Emit, Alias, ValueAlias)  # ~2,900 in a plan's scopes, read by diagnostics
 
 # Tables no plan reads (the KB's own tests; the audit's checklist): a pickled KB holds each
 # as a pickle of its own, unpickled on first use, so that a plan from the KB cache does not

@@ -103,29 +103,32 @@ def _getter(keys: list[str]) -> Callable:
 
 
 def closure(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
-    table = _caches(kb)[0]
+    return _closure(kb, _caches(kb)[0], node)
+
+
+def _closure(kb: KnowledgeBase, table: dict, node: ir.Node) -> Callable[[Env], Any]:
     cached = table.get(id(node))
     if cached is None or cached[0] is not node:
-        cached = (node, _build(kb, node))
-        table[id(node)] = cached
+        cached = table[id(node)] = (node, _build(kb, table, node))
     return cached[1]
 
 
-def _build(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
-    if isinstance(node, ir.Const):
+def _build(kb: KnowledgeBase, table: dict, node: ir.Node) -> Callable[[Env], Any]:
+    kind = type(node)  # the node classes have no subclasses
+    if kind is ir.Const:
         value = node.value
         return lambda env: value
-    if isinstance(node, ir.OptionRef):
+    if kind is ir.OptionRef:
         key = node.option
         return lambda env: env[0][key]
-    if isinstance(node, ir.FactRef):
+    if kind is ir.FactRef:
         return _fact(node)
-    if isinstance(node, ir.LetRef):
+    if kind is ir.LetRef:
         return _let(kb, node.let)
-    if isinstance(node, ir.MemorySum):
+    if kind is ir.MemorySum:
         parts = [_kept(kb, t.expr) for t in _walker.summed_terms(kb, node.framework, node.level)]
         return lambda env: sum((Fraction(p(env)) for p in parts), Fraction(0))
-    args = [closure(kb, a) for a in node.args]
+    args = [_closure(kb, table, a) for a in node.args]
     op = OPERATORS[node.op]  # its exact view (program/operators.py)
     if op.lazy:
         return op.exact(*args)
@@ -168,13 +171,13 @@ def _node_slot(node_id: int, reads: list[str], assignment: Mapping[str, Any]) ->
 
 
 def _fact(node: ir.FactRef):
-    path, span = node.path, node.span
+    path = node.path
 
     def get(env):
         value = env[1].get(path)
-        if value is None:
+        if value is None:  # node.span read here: built only for a diagnostic (diagnostics.py)
             raise KbError(Diagnostic(f"the model or GPU has no value for {path}, which this "
-                                     f"formula needs", span, code="missing-fact"))
+                                     f"formula needs", node.span, code="missing-fact"))
         return value
     return get
 
@@ -224,12 +227,10 @@ def facts_read(kb: KnowledgeBase, root: ir.Node) -> frozenset[str]:
 
 
 def _divide(node: ir.Op, quotient, a, b):
-    span = node.span
-
     def run(env):
         divisor = b(env)
         if divisor == 0:
             raise KbError(Diagnostic("division by zero: a fact or option in this formula is 0 "
-                                     "for this query", span, code="div-zero"))
+                                     "for this query", node.span, code="div-zero"))
         return quotient(a(env), divisor)
     return run

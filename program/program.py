@@ -86,19 +86,27 @@ def reads(kb: KnowledgeBase, node: ir.Node, sums: bool = False) -> Reads:
 
 def _walk(kb: KnowledgeBase, node: ir.Node, lets: dict, active: set) -> Reads:
     options, facts, used, summed = set(), set(), set(), set()
-    for n in ir.walk(node):
-        if isinstance(n, ir.OptionRef):
+    stack = [node]  # every node below (ir.walk's, in any order: sets), by exact type
+    while stack:
+        n = stack.pop()
+        kind = type(n)
+        if kind is ir.Op:
+            stack += n.args
+        elif kind is ir.OptionRef:
             options.add(n.option)
-        elif isinstance(n, ir.FactRef):
+        elif kind is ir.FactRef:
             facts.add(n.path)
-        elif isinstance(n, ir.LetRef):
+        elif kind is ir.LetRef:
             used.add(n.let)
-        elif isinstance(n, ir.MemorySum):
+        elif kind is ir.MemorySum:
             summed.add((n.framework, n.level))
-    found = Reads(frozenset(options), frozenset(facts), frozenset(used), frozenset(summed))
-    for key in sorted(used):
-        found = found | _let(kb, key, lets, active)
-    return found
+    further = [_let(kb, key, lets, active) for key in sorted(used)]
+    for read in further:  # one Reads at the end, not one per let
+        options |= read.options
+        facts |= read.facts
+        used |= read.lets
+        summed |= read.sums
+    return Reads(frozenset(options), frozenset(facts), frozenset(used), frozenset(summed))
 
 
 def _let(kb: KnowledgeBase, key: str, lets: dict, active: set) -> Reads:

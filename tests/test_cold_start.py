@@ -591,3 +591,19 @@ def test_a_scope_s_pickle_holds_each_string_fraction_and_type_once():
         distinct = sum(1 for k, _ in values if k == kind)
         assert held == distinct > 10, kind
     assert loaded == untouched and built == untouched
+
+
+@pytest.mark.parametrize("name", ["kbsolve.diagnostics", "kbsolve.dsl.ir", "kbsolve.dsl.kb"])
+def test_the_kb_s_dataclasses_hold_evaluated_annotations(name):
+    # a string annotation costs dataclasses three regex reads a field (dsl/kb.py, top):
+    # these modules' ~240 fields are on every cold plan's path
+    import dataclasses
+    import importlib
+    import inspect
+
+    module = importlib.import_module(name)
+    classes = [cls for cls in vars(module).values() if inspect.isclass(cls)
+               and dataclasses.is_dataclass(cls) and cls.__module__ == name]
+    assert classes
+    assert [(cls.__name__, f.name) for cls in classes for f in dataclasses.fields(cls)
+            if isinstance(f.type, str)] == []
