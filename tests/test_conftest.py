@@ -67,3 +67,26 @@ def test_the_session_entry_holds_the_run_s_one_shipped_kb(_shipped_kb_cache_entr
     assert build("files", ["shipped", "pack"], "sink") == "built"
     assert built == [("files", ["shipped", "pack"], "sink")]
     assert build("files", ["shipped"], "sink") == "kb"
+
+
+def test_the_run_keeps_its_plans_in_one_folder_that_every_worker_reads():
+    from plans import PLANS_DIR
+    folder = Path(os.environ[PLANS_DIR])
+    assert folder.is_dir() and folder.name.startswith("kbsolve-test-plans-")
+
+
+def test_a_plan_solved_by_one_worker_is_read_by_the_others(tmp_path, monkeypatch):
+    import json
+
+    import plans
+    from kbsolve import api
+    key = json.dumps({"gpus": "1xA100", "model": "sd3.5-medium", "top": 0}, sort_keys=True)
+    first = plans.shared_solve(tmp_path, key)  # the first worker to ask solves it
+    assert first.status == "optimal" and len(list(tmp_path.glob("*.json"))) == 1
+
+    def no_second_solve(*args, **kwargs):
+        raise AssertionError("solved again")
+    monkeypatch.setattr(api, "solve", no_second_solve)
+    again = plans.shared_solve(tmp_path, key)  # another worker reads its JSON
+    assert again == first and again is not first
+    assert again.model_dump_json() == first.model_dump_json()
