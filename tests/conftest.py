@@ -292,3 +292,25 @@ def pytest_configure(config):
     import gc
     if not os.environ.get("KBSOLVE_TEST_GC_DEFAULT"):
         gc.set_threshold(5_000_000, 10, 10)
+    _one_folder_of_plans_a_run(config)
+
+
+def _one_folder_of_plans_a_run(config) -> None:
+    """A fresh folder where tests/plans.py `solved` keeps the run's plans, made by the
+    controller before pytest-xdist starts its workers (they inherit the variable), so that
+    a query several workers ask for is solved once a run; removed with the run."""
+    if hasattr(config, "workerinput"):  # a worker: the controller's folder
+        return
+    import tempfile
+    name = "KBSOLVE_TEST_PLANS_DIR"  # tests/plans.py PLANS_DIR
+    before = os.environ.get(name)
+    folder = tempfile.mkdtemp(prefix="kbsolve-test-plans-")
+    os.environ[name] = folder
+
+    def restore() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+    config.add_cleanup(restore)

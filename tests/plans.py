@@ -2,7 +2,8 @@
 
 `shipped_kb()` is the shipped KB without packs, loaded once (without the cache,
 so that it is the same whatever the calling test's cache holds); `solved(query)`
-is `api.solve(query, shipped_kb())`, solved once per query and copied for each
+is `api.solve(query, shipped_kb())`, solved once per query in a run (one
+pytest-xdist worker solves it, the others read its JSON) and copied for each
 caller, so that a test may change its plan without changing another's.
 
 Tests of the solver's own determinism, of packs, or of the top-level API call
@@ -12,7 +13,9 @@ Tests of the solver's own determinism, of packs, or of the top-level API call
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
+from pathlib import Path
 
 from kbsolve import api
 
@@ -28,9 +31,37 @@ def shipped_kb():
         return api.load_kb(use_cache=False)
 
 
+PLANS_DIR = "KBSOLVE_TEST_PLANS_DIR"  # the run's folder of solved plans (tests/conftest.py)
+
+
 @lru_cache(maxsize=None)
 def _solved(key: str):
-    return api.solve(json.loads(key), shipped_kb())
+    folder = os.environ.get(PLANS_DIR)
+    if not folder:
+        return api.solve(json.loads(key), shipped_kb())
+    return shared_solve(Path(folder), key)
+
+
+def shared_solve(folder: Path, key: str):
+    """The run's one solve of the query `key`, shared by the run's processes (pytest-xdist
+    workers each asked for the same plans, ~5 s of CPU a run): the first to ask solves it
+    and writes the plan's JSON, kept only where it reads back equal to the plan; the
+    others wait on the query's lock and read it."""
+    import fcntl
+    import hashlib
+
+    from kbsolve.results.plan import Plan
+    name = hashlib.sha256(key.encode()).hexdigest()[:32]
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        stored = folder / f"{name}.json"
+        if stored.exists():
+            return Plan.model_validate_json(stored.read_text(encoding="utf-8"))
+        plan = api.solve(json.loads(key), shipped_kb())
+        text = plan.model_dump_json()
+        if Plan.model_validate_json(text) == plan:
+            stored.write_text(text, encoding="utf-8")
+        return plan
 
 
 def solved(query: dict):

@@ -40,9 +40,9 @@ def test_a_folder_named_ci_or_slow_skips_only_the_marked_tests_and_workers_repor
     shutil.copyfile(TESTS / "conftest.py", tmp_path / "ci" / "conftest.py")
     (tmp_path / "ci" / "slow" / "test_cases.py").write_text(CASES, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "KBSOLVE_SLOW"}
-    base = tmp_path / "base"
+    base = tmp_path / "base"  # one worker: its reports reach the controller as two would
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "-n", "2", "--cpu-durations=0", f"--basetemp={base}", "ci"],
+                           "-n", "1", "--cpu-durations=0", f"--basetemp={base}", "ci"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 2 skipped" in done.stdout, done.stdout
@@ -67,3 +67,26 @@ def test_the_session_entry_holds_the_run_s_one_shipped_kb(_shipped_kb_cache_entr
     assert build("files", ["shipped", "pack"], "sink") == "built"
     assert built == [("files", ["shipped", "pack"], "sink")]
     assert build("files", ["shipped"], "sink") == "kb"
+
+
+def test_the_run_keeps_its_plans_in_one_folder_that_every_worker_reads():
+    from plans import PLANS_DIR
+    folder = Path(os.environ[PLANS_DIR])
+    assert folder.is_dir() and folder.name.startswith("kbsolve-test-plans-")
+
+
+def test_a_plan_solved_by_one_worker_is_read_by_the_others(tmp_path, monkeypatch):
+    import json
+
+    import plans
+    from kbsolve import api
+    key = json.dumps({"gpus": "1xA100", "model": "sd3.5-medium", "top": 0}, sort_keys=True)
+    first = plans.shared_solve(tmp_path, key)  # the first worker to ask solves it
+    assert first.status == "optimal" and len(list(tmp_path.glob("*.json"))) == 1
+
+    def no_second_solve(*args, **kwargs):
+        raise AssertionError("solved again")
+    monkeypatch.setattr(api, "solve", no_second_solve)
+    again = plans.shared_solve(tmp_path, key)  # another worker reads its JSON
+    assert again == first and again is not first
+    assert again.model_dump_json() == first.model_dump_json()
