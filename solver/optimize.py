@@ -49,6 +49,7 @@ def solve(problem: Problem, until: float = math.inf, avoid: list | None = None,
         if found.status == "optimal":
             return Outcome("optimal", found.chosen, found.metrics, search=search, nodes=nodes)
         if found.status == "infeasible":
+            search.offer_setup()  # for the refusal's copies (plan/run.py)
             from kbsolve.solver.prove import Model, minimal_core
             model = Model(problem)
             return Outcome("infeasible", core=minimal_core(model), model=model,

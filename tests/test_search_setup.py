@@ -95,6 +95,7 @@ def test_a_refusals_copies_take_its_set_up_and_find_what_a_fresh_search_finds():
     problem = _refused()
     refused = Search(problem)
     assert refused.run().status == "infeasible"
+    refused.offer_setup()  # as solver/optimize.py solve does for a refused search
     tables, rules = refused.tables, refused.rules
     del refused  # gone: its set-up may be taken
     least = Search(_least_memory(problem))
@@ -109,6 +110,24 @@ def test_a_refusals_copies_take_its_set_up_and_find_what_a_fresh_search_finds():
     found = host.run()
     assert found.status == "optimal"
     assert _answer(found) == _answer(Search(_no_host_limit(_refused())).run())
+
+
+def test_a_set_up_is_kept_only_where_a_refused_search_offers_it():
+    problem = _refused()
+    first = Search(problem)
+    assert first.prepare() is True
+    tables = first.tables
+    del first  # not offered: nothing of it stays in the problem
+    assert "_search_setups" not in problem.__dict__
+    assert Search(_least_memory(problem)).tables is not tables
+
+
+def test_solve_offers_a_refused_searchs_set_up_to_its_copies():
+    from kbsolve.solver.optimize import solve
+    problem = _refused()
+    assert solve(problem).status == "infeasible"
+    [entry] = problem.__dict__["_search_setups"]
+    assert Search(_least_memory(problem)).tables is entry[3]["tables"]
 
 
 def test_a_live_search_keeps_its_set_up_to_itself():
@@ -134,6 +153,7 @@ def test_masks_a_search_without_host_terms_took_never_go_back_to_one_with_them()
     problem = _refused()
     full = Search(problem)
     assert full.prepare() and full.host_terms
+    full.offer_setup()
     masks = full.allowed
     del full
     least = Search(_least_memory(problem))
