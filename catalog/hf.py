@@ -96,15 +96,48 @@ _CMP = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
 _LITERALS = {"true": True, "false": False}
 
 
+# Clean tables read in this process, by every layer's (file name, text): a KB built
+# again (packs, golden cases, a watch loop) merged the same readers each time
+_TABLES: dict[tuple[tuple[str, str], ...], HfTable] = {}
+TABLES_KEPT = 64
+
+
 def load_hf_table(paths: list[Path], sink: DiagnosticSink, sources: SourceCache) -> HfTable:
     """Read the table files, later ones layered on earlier ones (a model_type
-    already read is replaced only with `override: "<reason>"`)."""
+    already read is replaced only with `override: "<reason>"`). A table read before
+    from the same texts under the same names, without a problem, is taken again
+    (its Readers are frozen and shared; the readers dict is the caller's own)."""
+    texts: list[tuple[str, str] | KbError] = []
+    for path in paths:
+        try:
+            texts.append((str(path), read_text(path, file=str(path))))
+        except KbError as e:
+            texts.append(e)
+    key = tuple(texts) if not any(isinstance(t, KbError) for t in texts) else None
+    table = _TABLES.get(key) if key is not None else None
+    if table is not None:
+        for file, text in key:
+            sources.add(file, text)
+        return HfTable(dict(table.readers), table.fallback)
+    before = len(sink.items)
+    table = _read_table(paths, texts, sink, sources)
+    if key is not None and len(sink.items) == before:
+        if len(_TABLES) >= TABLES_KEPT:
+            _TABLES.clear()
+        _TABLES[key] = HfTable(dict(table.readers), table.fallback)
+    return table
+
+
+def _read_table(paths: list[Path], texts: list, sink: DiagnosticSink,
+                sources: SourceCache) -> HfTable:
     raw: dict[str, tuple[dict, tuple, Positions, Span]] = {}  # model_type -> entry
     owner: dict[str, str] = {}  # every name read -> its entry's model_type
     fallback, fallback_span = "", None
-    for layer, path in enumerate(paths):
+    for layer, (path, text) in enumerate(zip(paths, texts)):
         try:
-            data, pos = load_yaml(path, file=str(path), sources=sources)
+            if isinstance(text, KbError):
+                raise text
+            data, pos = load_yaml(text[1], file=text[0], sources=sources)
         except KbError as e:
             sink.items.extend(e.diagnostics)
             continue

@@ -7,6 +7,7 @@ All problems of all files are collected and raised as one `KbError`.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any, Sequence
 from kbsolve.catalog.hf import HF_FILE, HfTable, load_hf_table
 from kbsolve.catalog.schema import catalog_models, missing_list, model_class
 from kbsolve.dsl.vocab import Vocabulary
-from kbsolve.catalog.yamlpos import Positions, load_yaml
+from kbsolve.catalog.yamlpos import Positions, load_yaml, read_text
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, SourceCache, Span,
                                  did_you_mean)
 
@@ -375,10 +376,56 @@ def load_catalog(dirs: Sequence[str | os.PathLike],
 _EXTRA_KEYS = {"gpu": ("generic",)}  # top-level keys besides the entries' list
 
 
+# Clean files read in this process, by (file name, text, kind, entry class, layer): a
+# KB built again (packs, golden cases, a watch loop) validated the same entries each time
+_FILES: dict[tuple, tuple[list[_Parsed], dict]] = {}
+FILES_KEPT = 256
+
+
 def _read_file(path: Path, kind: _Kind, schema: type, layer: int, sink: DiagnosticSink,
                sources: SourceCache, extra: dict | None = None) -> list[_Parsed]:
+    """The entries of one file. A file read before with the same text under the same name,
+    without a problem, is not parsed again: the caller gets copies of its entries."""
+    file = str(path)
     try:
-        data, pos = load_yaml(path, file=str(path), sources=sources)
+        text = read_text(path, file=file)
+    except KbError as e:
+        sink.items.extend(e.diagnostics)
+        return []
+    key = (file, text, kind.kind, schema, layer)
+    kept = _FILES.get(key)
+    if kept is None:
+        before, found = len(sink.items), {}
+        parsed = _parse_file(text, file, kind, schema, layer, sink, sources, found)
+        if len(sink.items) != before:
+            if extra is not None:
+                extra.update(found)
+            return parsed
+        if len(_FILES) >= FILES_KEPT:
+            _FILES.clear()
+        _FILES[key] = kept = (parsed, found)
+    else:
+        sources.add(file, text)
+    parsed, found = kept
+    if extra is not None:
+        extra.update({k: (copy.deepcopy(value), at, pos) for k, (value, at, pos) in found.items()})
+    return [_own(p) for p in parsed]
+
+
+def _own(p: _Parsed) -> _Parsed:
+    """A copy of a kept entry the caller may change (_register sets its override)."""
+    spec = copy.copy(p.spec)
+    for name, value in list(spec.__dict__.items()):
+        if isinstance(value, (list, dict)):
+            spec.__dict__[name] = copy.deepcopy(value)
+    spec._field_spans = dict(p.spec._field_spans)
+    return _Parsed(spec, p.layer, list(p.keys), p.reason, p.reason_span)
+
+
+def _parse_file(text: str, file: str, kind: _Kind, schema: type, layer: int,
+                sink: DiagnosticSink, sources: SourceCache, extra: dict) -> list[_Parsed]:
+    try:
+        data, pos = load_yaml(text, file=file, sources=sources)
     except KbError as e:
         sink.items.extend(e.diagnostics)
         return []
@@ -390,8 +437,7 @@ def _read_file(path: Path, kind: _Kind, schema: type, layer: int, sink: Diagnost
     allowed = (kind.top, *_EXTRA_KEYS.get(kind.kind, ()))
     for key in data:
         if key in allowed and key != kind.top:
-            if extra is not None:
-                extra[key] = (data[key], (key,), pos)
+            extra[key] = (data[key], (key,), pos)
         elif key != kind.top:
             sink.error(f"unknown top-level key '{key}'{did_you_mean(str(key), allowed)}",
                        pos[(key,)], hint=f"{kind.file} holds only the key"

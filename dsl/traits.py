@@ -94,8 +94,35 @@ def _instances(include: ast.Decl, traits: dict, via: tuple[Span, ...],
         if decl.kind == "include":
             out += _instances(decl, traits, here, sink, chain + (name,))
         elif decl.kind not in NOT_IN_TRAIT:
-            out.append(_respan(decl, here))
+            out.append(_instance(decl, here))
     return out
+
+
+# Instances made in this process, by (id of the trait's declaration, the includes' places):
+# the parsed modules are kept by text (dsl/load.py), so a KB built again makes the same
+# instances, and the same objects let the resolver's per-node memo answer them again.
+# Each entry keeps its declaration alive, so an id is not reused while the entry stands.
+_INSTANCES: dict[tuple, tuple[ast.Decl, ast.Decl]] = {}
+INSTANCES_KEPT = 100_000
+
+
+def _instance(decl: ast.Decl, via: tuple[Span, ...]) -> ast.Decl:
+    """`_respan(decl, via)`, made once per declaration and places (ASTs are frozen)."""
+    key = (id(decl), tuple(_place(s) for s in via))
+    kept = _INSTANCES.get(key)
+    if kept is not None and kept[0] is decl:
+        return kept[1]
+    if len(_INSTANCES) >= INSTANCES_KEPT:
+        _INSTANCES.clear()
+    made = _respan(decl, via)
+    _INSTANCES[key] = (decl, made)
+    return made
+
+
+def _place(span: Span) -> tuple:
+    """All of a span, its `via` included (Span's == leaves `via` out)."""
+    return (span.file, span.line, span.col, span.end_line, span.end_col,
+            tuple(_place(s) for s in span.via))
 
 
 def _via(span: Span | None, via: tuple[Span, ...]) -> Span | None:

@@ -262,3 +262,36 @@ def test_an_unknown_model_type_is_read_as_the_fallback(tmp_path):
     model = model_from_hf_config(_write(tmp_path, "mine", config))
     assert round(model.params_b * 1e9) == 8_030_261_248
     assert shipped_table().reader("my_llama").model_type == shipped_table().fallback
+
+
+_TABLE = ("fallback: base\nhf_configs:\n"
+          "  - model_type: base\n    because: b\n    source: s\n"
+          "    fields:\n      hidden: {keys: [hidden_size]}\n"
+          "    count:\n      params: \"hidden * {n}\"\n")
+
+
+def test_a_table_read_again_in_one_process_sees_its_file_change(tmp_path):
+    path = tmp_path / "hf_configs.yaml"
+    path.write_text(_TABLE.replace("{n}", "2"))
+    first = load_hf_table([path], DiagnosticSink(), SourceCache())
+    again = load_hf_table([path], DiagnosticSink(), SourceCache())
+    assert again.readers == first.readers and again.readers is not first.readers
+    path.write_text(_TABLE.replace("{n}", "3"))
+    changed = load_hf_table([path], DiagnosticSink(), SourceCache())
+    assert changed.reader("base").count["params"] == "hidden * 3"
+    path.write_text(_TABLE.replace("{n}", "2").replace("hidden * ", "hiden * "))
+    for _ in range(2):  # a table with a problem reports it on every read
+        sink = DiagnosticSink()
+        load_hf_table([path], sink, SourceCache())
+        assert [d.span.line for d in sink.errors] == [9]
+
+
+def test_a_table_taken_again_fills_the_caller_s_sources(tmp_path):
+    path = tmp_path / "hf_configs.yaml"
+    path.write_text(_TABLE.replace("{n}", "2"))
+    load_hf_table([path], DiagnosticSink(), SourceCache())
+    sources = SourceCache()
+    table = load_hf_table([path], DiagnosticSink(), sources)
+    assert sources.line(str(path), 9).strip() == 'params: "hidden * 2"'
+    table.readers.clear()  # the caller's own dict: the next read is whole
+    assert load_hf_table([path], DiagnosticSink(), SourceCache()).reader("base").model_type == "base"
