@@ -6,8 +6,6 @@ warnings, preferences, checks), the terms (memory, speed, work), categories,
 no-keys and tests.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,8 +26,8 @@ FRAMEWORK_ONLY = {"option", "rule", "warn", "optin", "prefer", "check", "memory"
 @dataclass
 class Entry:
     """A declaration and the module that declares it."""
-    decl: ast.Decl
-    module: ast.Module
+    decl: "ast.Decl"
+    module: "ast.Module"
 
     @property
     def scope(self) -> str:
@@ -39,7 +37,7 @@ class Entry:
 @dataclass
 class Tables:
     """The symbol tables of a KB being checked: modules, frameworks, facts and scoped names."""
-    modules: dict[str, ast.Module] = field(default_factory=dict)
+    modules: "dict[str, ast.Module]" = field(default_factory=dict)
     frameworks: dict[str, Entry] = field(default_factory=dict)
     facts: dict[str, Entry] = field(default_factory=dict)
     scoped: dict[tuple[str, str], dict[str, Entry]] = field(default_factory=dict)
@@ -59,7 +57,7 @@ def _article(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeio" else f"a {kind}"
 
 
-def collect(modules: list[ast.Module], sink: DiagnosticSink, partial: bool = False) -> Tables:
+def collect(modules: "list[ast.Module]", sink: DiagnosticSink, partial: bool = False) -> Tables:
     tables = Tables()
     for module in modules:
         first = tables.modules.get(module.name)

@@ -4,8 +4,6 @@ A dimension is a vector of exponents over (bytes, FLOP, seconds). Every unit
 is a dimension and a scale to the base unit; literals are stored in base units.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from fractions import Fraction
 

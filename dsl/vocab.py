@@ -17,8 +17,6 @@ from the cache carries its vocabulary, and only `shipped()` (for callers
 without a KB) parses files.
 """
 
-from __future__ import annotations
-
 import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -190,11 +188,11 @@ def shipped() -> Vocabulary:
 _BOUNDS = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}
 
 
-def build(modules: list[ast.Module], sink: DiagnosticSink) -> Vocabulary:
+def build(modules: "list[ast.Module]", sink: DiagnosticSink) -> Vocabulary:
     return _Builder(sink).run(modules)
 
 
-def _meta(decl: ast.Decl, module: ast.Module) -> Meta:
+def _meta(decl: "ast.Decl", module: "ast.Module") -> Meta:
     def text(kind: str) -> str:
         clause = decl.clause(kind)
         return clause.args[0] if clause else ""
@@ -204,13 +202,13 @@ def _meta(decl: ast.Decl, module: ast.Module) -> Meta:
 class _Builder:
     def __init__(self, sink: DiagnosticSink):
         self.sink = sink
-        self.enum_decls: dict[str, ast.Decl] = {}
-        self.values: dict[str, dict[str, ast.Decl]] = {}  # enum -> value -> where it came from
+        self.enum_decls: "dict[str, ast.Decl]" = {}
+        self.values: "dict[str, dict[str, ast.Decl]]" = {}  # enum -> value -> where it came from
         self.enums: dict[str, Enum] = {}
         self.fields: dict[str, Field] = {}
-        self.field_decls: dict[str, ast.Decl] = {}
+        self.field_decls: "dict[str, ast.Decl]" = {}
 
-    def run(self, modules: list[ast.Module]) -> Vocabulary:
+    def run(self, modules: "list[ast.Module]") -> Vocabulary:
         found = {kind: [] for kind in VOCABULARY}
         for module in modules:
             for decl in module.decls:
@@ -234,7 +232,7 @@ class _Builder:
         return Vocabulary(tuple(self.fields.values()), dict(self.enums))
 
     # ---- enums
-    def _enum(self, decl: ast.Decl, module: ast.Module) -> None:
+    def _enum(self, decl: "ast.Decl", module: "ast.Module") -> None:
         name = decl.name
         first = self.enum_decls.get(name)
         if first is not None:
@@ -251,8 +249,8 @@ class _Builder:
         self.values[name] = values
         self.enums[name] = Enum(name, tuple(values), _meta(decl, module))
 
-    def _unique_values(self, decl: ast.Decl, known: dict[str, ast.Decl]) -> dict[str, ast.Decl]:
-        values: dict[str, ast.Decl] = {}
+    def _unique_values(self, decl: "ast.Decl", known: "dict[str, ast.Decl]") -> "dict[str, ast.Decl]":
+        values: "dict[str, ast.Decl]" = {}
         for value in decl.type.values:
             if value in values:
                 self.sink.error(f"enum value '{value}' is listed twice", decl.type.span,
@@ -265,7 +263,7 @@ class _Builder:
                 values[value] = decl
         return values
 
-    def _extend(self, decl: ast.Decl, module: ast.Module) -> None:
+    def _extend(self, decl: "ast.Decl", module: "ast.Module") -> None:
         name = decl.name
         if name not in self.enums:
             close = did_you_mean(name, self.enums)
@@ -286,7 +284,7 @@ class _Builder:
                                 old.extensions + ((tuple(added), _meta(decl, module)),))
 
     # ---- fields
-    def _field(self, decl: ast.Decl, module: ast.Module) -> None:
+    def _field(self, decl: "ast.Decl", module: "ast.Module") -> None:
         group, name = decl.target, decl.key
         if "." in name or group not in SOURCES:
             hint = f"fields belong to {', '.join(SOURCES[:-1])} or {SOURCES[-1]}: the " \
@@ -332,7 +330,7 @@ class _Builder:
         self.field_decls[decl.name] = decl
         self.fields[decl.name] = spec
 
-    def _type(self, decl: ast.Decl):
+    def _type(self, decl: "ast.Decl"):
         """(kind, enum values, enum name, unit, bounds), or None after an error."""
         t = decl.type
         if t.kind in ("bool", "str"):
@@ -367,7 +365,7 @@ class _Builder:
                         "enum [...] or [str]", t.span, code="type")
         return None
 
-    def _bounds(self, decl: ast.Decl, kind: str) -> tuple:
+    def _bounds(self, decl: "ast.Decl", kind: str) -> tuple:
         out = []
         for clause in decl.clauses_of("bound"):
             op, value = clause.args
@@ -381,7 +379,7 @@ class _Builder:
                 out.append((_BOUNDS[op], value))
         return tuple(out)
 
-    def _when(self, decl: ast.Decl) -> When | None:
+    def _when(self, decl: "ast.Decl") -> When | None:
         from kbsolve.dsl import ast
         clause = decl.clause("when")
         if clause is None:
@@ -421,7 +419,7 @@ class _Builder:
                 return None
         return When(other.name, tuple(v.value for v in values), negated)
 
-    def _default(self, decl: ast.Decl, spec: Field):
+    def _default(self, decl: "ast.Decl", spec: Field):
         """The default literal's value after checking it against the field, else None."""
         from kbsolve.dsl import ast
         lit = decl.default

@@ -7,8 +7,6 @@ removes the files of the last one that the new plan does not write (an old
 `ds_config.json`), when they are unchanged. Every OS error is one KbError (exit 2).
 """
 
-from __future__ import annotations
-
 import json
 import os
 from dataclasses import dataclass, field

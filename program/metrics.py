@@ -1,8 +1,6 @@
 """Everything a full assignment implies, by the reference evaluator: rules
 broken, memory term by term, step time, throughput, preferences, warnings."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any

@@ -32,8 +32,6 @@ one record here and one signature in dsl/operators.py; tests/test_operators.py
 checks that every operator has every view and that the views agree.
 """
 
-from __future__ import annotations
-
 import math
 import operator
 from dataclasses import dataclass

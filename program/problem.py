@@ -1,8 +1,6 @@
 """One solve's inputs: the framework's options split into fixed and chosen,
 the facts, and the constraints and terms that apply."""
 
-from __future__ import annotations
-
 import functools
 import math
 from dataclasses import dataclass, field

@@ -1,7 +1,5 @@
 """The user's question, and its resolution against the catalogs and the KB."""
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass
 from fractions import Fraction
