@@ -172,3 +172,12 @@ def defaults(problem) -> dict:
     options = problem.kb.options
     return {**problem.fixed, **{k: options[k].default if options[k].default in v else v[0]
                                 for k, v in problem.choices.items()}}
+
+
+def prepared_search(gpus: str = "8xA100", model: str = "qwen3-8b"):
+    """A prepared Search of a query over the shipped KB (tests of the search's own parts)."""
+    from kbsolve.program.query import Query, resolve
+    from kbsolve.solver.search import Search
+    found = Search(resolve(api.load_kb(), Query(gpus=gpus, model=model)).problem)
+    assert found.prepare()
+    return found

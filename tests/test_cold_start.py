@@ -533,13 +533,8 @@ _PLAN_PATH = ("kbsolve.catalog.hf", "kbsolve.catalog.load", "kbsolve.diagnostics
 def test_a_plan_s_dataclasses_write_their_docstrings(name):
     # `dataclasses` gives a class without a docstring one built from inspect.signature
     # (~45 us a class; 45 classes in these modules, all on a cold plan's path)
-    import dataclasses
-    import importlib
-    import inspect
-
-    module = importlib.import_module(name)
-    classes = [cls for cls in vars(module).values() if inspect.isclass(cls)
-               and dataclasses.is_dataclass(cls) and cls.__module__ == name]
+    from module_classes import own_dataclasses
+    classes = own_dataclasses(name)
     assert classes
     assert [cls.__qualname__ for cls in classes
             if (cls.__doc__ or "").startswith(cls.__name__ + "(")] == []
@@ -598,12 +593,9 @@ def test_the_kb_s_dataclasses_hold_evaluated_annotations(name):
     # a string annotation costs dataclasses three regex reads a field (dsl/kb.py, top):
     # these modules' ~240 fields are on every cold plan's path
     import dataclasses
-    import importlib
-    import inspect
 
-    module = importlib.import_module(name)
-    classes = [cls for cls in vars(module).values() if inspect.isclass(cls)
-               and dataclasses.is_dataclass(cls) and cls.__module__ == name]
+    from module_classes import own_dataclasses
+    classes = own_dataclasses(name)
     assert classes
     assert [(cls.__name__, f.name) for cls in classes for f in dataclasses.fields(cls)
             if isinstance(f.type, str)] == []

@@ -3,10 +3,9 @@ costs dataclasses three regex reads a field (`dataclasses._is_type`) on every co
 Only the AST classes' names stay quoted: the checker's input, which no cold plan imports."""
 
 import dataclasses
-import importlib
-import inspect
 
 import pytest
+from module_classes import own_dataclasses
 
 PLAN_PATH = ["kbsolve.dsl.types", "kbsolve.dsl.symbols", "kbsolve.dsl.vocab",
              "kbsolve.program.metrics", "kbsolve.program.operators",
@@ -15,9 +14,7 @@ PLAN_PATH = ["kbsolve.dsl.types", "kbsolve.dsl.symbols", "kbsolve.dsl.vocab",
 
 @pytest.mark.parametrize("name", PLAN_PATH)
 def test_plan_path_dataclasses_hold_evaluated_annotations(name):
-    module = importlib.import_module(name)
-    classes = [cls for cls in vars(module).values() if inspect.isclass(cls)
-               and dataclasses.is_dataclass(cls) and cls.__module__ == name]
+    classes = own_dataclasses(name)
     assert classes
     assert [(cls.__name__, f.name, f.type) for cls in classes for f in dataclasses.fields(cls)
             if isinstance(f.type, str) and "ast." not in f.type] == []

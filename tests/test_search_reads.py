@@ -13,9 +13,8 @@ import math
 import random
 
 import pytest
+from plans import prepared_search
 
-from kbsolve import api
-from kbsolve.program.query import Query, resolve
 from kbsolve.program.tables import Table
 from kbsolve.solver.search import Search, _bases, _indexer, _reader_of, _State, _tables
 
@@ -53,10 +52,7 @@ def test_a_text_is_compiled_once():
 
 @pytest.fixture(scope="module")
 def search():
-    kb = api.load_kb()
-    found = Search(resolve(kb, Query(gpus="8xA100", model="qwen3-8b")).problem)
-    assert found.prepare()
-    return found
+    return prepared_search()
 
 
 def test_every_group_of_a_search_indexes_as_its_pairs_loop(search):

@@ -11,6 +11,7 @@ import random
 from fractions import Fraction
 
 import pytest
+from plans import prepared_search
 
 from kbsolve import api
 from kbsolve.program.query import Query, resolve
@@ -29,10 +30,7 @@ def test_free_defaults_is_the_count_of_defaults_left_from_each_place():
 
 @pytest.fixture(scope="module")
 def search():
-    kb = api.load_kb()
-    found = Search(resolve(kb, Query(gpus="8xA100", model="qwen3-8b")).problem)
-    assert found.prepare()
-    return found
+    return prepared_search()
 
 
 def test_every_search_of_a_preparation_starts_from_fresh_copies_of_the_same_ranges(search):
