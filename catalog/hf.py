@@ -22,6 +22,7 @@ from typing import Any, Callable
 from kbsolve.catalog.schema import model_class
 from kbsolve.dsl.vocab import Vocabulary
 from kbsolve.catalog.yamlpos import MAX_BYTES, Positions, load_yaml, read_text
+from kbsolve.dsl.memo import Kept
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, SourceCache, Span,
                                  did_you_mean)
 
@@ -98,8 +99,7 @@ _LITERALS = {"true": True, "false": False}
 
 # Clean tables read in this process, by every layer's (file name, text): a KB built
 # again (packs, golden cases, a watch loop) merged the same readers each time
-_TABLES: dict[tuple[tuple[str, str], ...], HfTable] = {}
-TABLES_KEPT = 64
+_TABLES = Kept(64)
 
 
 def load_hf_table(paths: list[Path], sink: DiagnosticSink, sources: SourceCache) -> HfTable:
@@ -122,9 +122,7 @@ def load_hf_table(paths: list[Path], sink: DiagnosticSink, sources: SourceCache)
     before = len(sink.items)
     table = _read_table(paths, texts, sink, sources)
     if key is not None and len(sink.items) == before:
-        if len(_TABLES) >= TABLES_KEPT:
-            _TABLES.clear()
-        _TABLES[key] = HfTable(dict(table.readers), table.fallback)
+        _TABLES.keep(key, HfTable(dict(table.readers), table.fallback))
     return table
 
 

@@ -18,6 +18,7 @@ from kbsolve.catalog.hf import HF_FILE, HfTable, load_hf_table
 from kbsolve.catalog.schema import catalog_models, missing_list, model_class
 from kbsolve.dsl.vocab import Vocabulary
 from kbsolve.catalog.yamlpos import Positions, load_yaml, read_text
+from kbsolve.dsl.memo import Kept
 from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, SourceCache, Span,
                                  did_you_mean)
 
@@ -378,8 +379,7 @@ _EXTRA_KEYS = {"gpu": ("generic",)}  # top-level keys besides the entries' list
 
 # Clean files read in this process, by (file name, text, kind, entry class, layer): a
 # KB built again (packs, golden cases, a watch loop) validated the same entries each time
-_FILES: dict[tuple, tuple[list[_Parsed], dict]] = {}
-FILES_KEPT = 256
+_FILES = Kept(256)
 
 
 def _read_file(path: Path, kind: _Kind, schema: type, layer: int, sink: DiagnosticSink,
@@ -401,9 +401,7 @@ def _read_file(path: Path, kind: _Kind, schema: type, layer: int, sink: Diagnost
             if extra is not None:
                 extra.update(found)
             return parsed
-        if len(_FILES) >= FILES_KEPT:
-            _FILES.clear()
-        _FILES[key] = kept = (parsed, found)
+        kept = _FILES.keep(key, (parsed, found))
     else:
         sources.add(file, text)
     parsed, found = kept

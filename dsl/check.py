@@ -18,6 +18,7 @@ from kbsolve.diagnostics import (Diagnostic, DiagnosticSink, KbError, Note, Span
                                   deep_recursion, did_you_mean)
 from kbsolve.dsl import ast, clauses, ir, kb
 from kbsolve.dsl.code_pattern import pattern_problem
+from kbsolve.dsl.memo import ByIdentity
 from kbsolve.dsl.resolve import BUILTINS, ERROR, Context, Resolver, Symbols
 from kbsolve.dsl.symbols import Entry, Tables, collect
 from kbsolve.dsl.traits import expand as expand_traits
@@ -52,28 +53,20 @@ def check(modules: list[ast.Module], sink: DiagnosticSink, *, partial: bool = Fa
 def _has_numbers(expr) -> bool:
     """Whether an expression writes a number other than 0 or 1 (a plain 1 or 0 needs no
     source); once per parsed expression in a process (the ASTs are parsed once)."""
-    found = _NUMBERS.get(id(expr))
-    if found is None or found[0] is not expr:
-        if len(_NUMBERS) >= _MEMO_LIMIT:
-            _NUMBERS.clear()
-        found = _NUMBERS[id(expr)] = (expr, _writes_numbers(expr))
-    return found[1]
+    found = _NUMBERS.get(expr)
+    return _NUMBERS.keep(expr, _writes_numbers(expr)) if found is None else found
 
 
 def _options_read(node: ir.Node) -> frozenset[str]:
     """ir.options_used, once per IR node in a process (the resolver reuses a shipped
     declaration's IR in the next check: dsl/resolve.py Resolver.expr)."""
-    found = _OPTIONS_READ.get(id(node))
-    if found is None or found[0] is not node:
-        if len(_OPTIONS_READ) >= _MEMO_LIMIT:
-            _OPTIONS_READ.clear()
-        found = _OPTIONS_READ[id(node)] = (node, frozenset(ir.options_used(node)))
-    return found[1]
+    found = _OPTIONS_READ.get(node)
+    return _OPTIONS_READ.keep(node, frozenset(ir.options_used(node))) if found is None \
+        else found
 
 
-_MEMO_LIMIT = 100_000  # entries; cleared when full
-_NUMBERS: dict[int, tuple] = {}  # id(ast expr) -> (expr, _writes_numbers)
-_OPTIONS_READ: dict[int, tuple] = {}  # id(ir node) -> (node, options it reads)
+_NUMBERS = ByIdentity(100_000)  # ast expr -> _writes_numbers
+_OPTIONS_READ = ByIdentity(100_000)  # ir node -> the options it reads
 
 
 def _writes_numbers(expr) -> bool:

@@ -9,6 +9,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from kbsolve.diagnostics import DiagnosticSink, Note, did_you_mean
 from kbsolve.dsl import ast
 from kbsolve.dsl.kb import Meta
+from kbsolve.dsl.memo import ByIdentity
 
 _META = {"doc", "because", "source"}
 _REPEATABLE = {"emit", "alias", "value_alias", "file", "launch", "models", "recommend",
@@ -91,20 +92,17 @@ def meta_of(decl: ast.Decl, module: str, sink: DiagnosticSink, *, has_numbers: b
     is remembered per parsed declaration in a process (the ASTs are parsed once, and
     the shipped KB's are met again under every pack)."""
     key = (module, has_numbers, frameworks)
-    found = _METAS.get(id(decl))
-    if found is not None and found[0] is decl and found[1] == key:
-        return found[2]
+    found = _METAS.get(decl)
+    if found is not None and found[0] == key:
+        return found[1]
     before = len(sink.items)
     meta = _meta(decl, module, sink, has_numbers, frameworks)
     if len(sink.items) == before:
-        if len(_METAS) >= _METAS_LIMIT:
-            _METAS.clear()
-        _METAS[id(decl)] = (decl, key, meta)
+        _METAS.keep(decl, (key, meta))
     return meta
 
 
-_METAS: dict[int, tuple] = {}  # id(decl) -> (decl, (module, has_numbers, frameworks), Meta)
-_METAS_LIMIT = 100_000  # entries; cleared when full
+_METAS = ByIdentity(100_000)  # decl -> ((module, has_numbers, frameworks), Meta)
 
 
 def _meta(decl: ast.Decl, module: str, sink: DiagnosticSink, has_numbers: bool,

@@ -12,6 +12,7 @@ from typing import Callable
 
 from kbsolve.diagnostics import DiagnosticSink, Note, Span, did_you_mean
 from kbsolve.dsl import ast, ir
+from kbsolve.dsl.memo import ByIdentity
 from kbsolve.dsl.operators import CALLS, CONNECTIVES
 from kbsolve.dsl.types import BOOL, NONE, STR, UNITS, Type, dim_div, dim_mul, dim_name
 
@@ -73,15 +74,15 @@ class Resolver:
         has the same type; its let reads are made again, in order, for the checker's let
         graph. Resolved afresh otherwise; remembered only if it reported nothing."""
         key = (ctx.module, ctx.framework, ctx.memory_level, self._view)
-        found = _MEMO.get(id(node))
-        if found is not None and found[0] is node and found[1] == key and \
-                all(_same(self._answer(*asked), answer) for asked, answer in found[2]):
-            for let, ltype in found[3]:  # the checker's let graph and lazy lets, as before
+        found = _MEMO.get(node)
+        if found is not None and found[0] == key and \
+                all(_same(self._answer(*asked), answer) for asked, answer in found[1]):
+            for let, ltype in found[2]:  # the checker's let graph and lazy lets, as before
                 self.s.on_let_ref(let)
                 if not _same(self.s.let_type(let), ltype):
                     break  # resolved afresh below: these calls are idempotent
             else:
-                return found[4]
+                return found[3]
         before = len(self.sink.items)
         reads = _Reads()
         self._recording.append(reads)
@@ -90,9 +91,7 @@ class Resolver:
         finally:
             self._recording.pop()
         if len(self.sink.items) == before:
-            if len(_MEMO) >= _MEMO_LIMIT:
-                _MEMO.clear()
-            _MEMO[id(node)] = (node, key, tuple(reads.asked.items()), tuple(reads.lets), result)
+            _MEMO.keep(node, (key, tuple(reads.asked.items()), tuple(reads.lets), result))
         return result
 
     def _looked(self, kind: str, key: str | None):
@@ -501,8 +500,7 @@ class Resolver:
 
 
 _MISSING = object()
-_MEMO: dict[int, tuple] = {}  # id(ast node) -> (node, key, answers, let reads, IR)
-_MEMO_LIMIT = 100_000  # cleared when full: a long run of one-off packs stays bounded
+_MEMO = ByIdentity(100_000)  # ast node -> (key, answers, let reads, IR)
 
 
 class _Reads:

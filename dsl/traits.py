@@ -15,6 +15,7 @@ import dataclasses
 
 from kbsolve.diagnostics import DiagnosticSink, Note, Span, did_you_mean
 from kbsolve.dsl import ast, clauses
+from kbsolve.dsl.memo import ByIdentity
 
 # What a trait may hold: what a framework module holds, less what is one per framework.
 NOT_IN_TRAIT = {"framework", "fact", "field", "enum", "extend", "silence", "detect"}
@@ -101,22 +102,17 @@ def _instances(include: ast.Decl, traits: dict, via: tuple[Span, ...],
 # Instances made in this process, by (id of the trait's declaration, the includes' places):
 # the parsed modules are kept by text (dsl/load.py), so a KB built again makes the same
 # instances, and the same objects let the resolver's per-node memo answer them again.
-# Each entry keeps its declaration alive, so an id is not reused while the entry stands.
-_INSTANCES: dict[tuple, tuple[ast.Decl, ast.Decl]] = {}
-INSTANCES_KEPT = 100_000
+_INSTANCES = ByIdentity(100_000)  # decl -> {the includes' places: its instance}
 
 
 def _instance(decl: ast.Decl, via: tuple[Span, ...]) -> ast.Decl:
     """`_respan(decl, via)`, made once per declaration and places (ASTs are frozen)."""
-    key = (id(decl), tuple(_place(s) for s in via))
-    kept = _INSTANCES.get(key)
-    if kept is not None and kept[0] is decl:
-        return kept[1]
-    if len(_INSTANCES) >= INSTANCES_KEPT:
-        _INSTANCES.clear()
-    made = _respan(decl, via)
-    _INSTANCES[key] = (decl, made)
-    return made
+    places = tuple(_place(s) for s in via)
+    made = _INSTANCES.get(decl) or _INSTANCES.keep(decl, {})
+    found = made.get(places)
+    if found is None:
+        found = made[places] = _respan(decl, via)
+    return found
 
 
 def _place(span: Span) -> tuple:

@@ -20,17 +20,16 @@ import math
 import operator
 from functools import partial
 from types import FunctionType
-from typing import Any
 
 from kbsolve import codecache
+from kbsolve.dsl.memo import Kept
 from kbsolve.program import tables as T
 from kbsolve.program.operators import OPERATORS, interval
 
 # written out (each by its writer, _Writer._op_<inline>); the others call interval()
 INLINE = frozenset(name for name, op in OPERATORS.items() if op.inline)
 
-_MADE: dict[str, Any] = {}  # source -> its code, compiled once per process
-MADE_LIMIT = 4096  # shapes kept (a long-lived server meets many KBs' shapes)
+_MADE = Kept(4096)  # source -> its code, compiled once per process (shapes of many KBs)
 # every link's globals besides its constants
 _BASE = {"__builtins__": builtins, "interval": interval, "_inf": math.inf, "_MISS": T._MISS}
 
@@ -69,9 +68,7 @@ def link(expr, k: int):
     if code is None:
         namespace: dict = {}
         exec(codecache.compiled(source, "<linked>"), namespace)
-        if len(_MADE) >= MADE_LIMIT:
-            _MADE.clear()
-        code = _MADE[source] = namespace["linked"].__code__
+        code = _MADE.keep(source, namespace["linked"].__code__)
     names = {f"c{i}": value for i, value in enumerate(writer.consts)}
     names.update(_BASE)
     if writer.exported:

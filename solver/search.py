@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kbsolve.collector import paused
+from kbsolve.dsl.memo import Kept
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.program import kept
 from kbsolve.program.tables import (_MISS, Expr, Table, Tables, allowed_mask, masked,
@@ -914,8 +915,7 @@ def _bases(group: tuple, idx: list[int]) -> list[int]:
     return group[3](idx)
 
 
-_INDEXERS: dict = {}  # a group's distinct pairs -> its indexer, made once per process
-INDEXERS_KEPT = 4096  # indexers kept (a long-lived server meets many KBs' shapes)
+_INDEXERS = Kept(4096)  # a group's distinct pairs -> its indexer, made once per process
 
 
 def _indexer(befores: tuple):
@@ -928,10 +928,9 @@ def _indexer(befores: tuple):
     if fn is None:
         sums = ", ".join(" + ".join(f"idx[{place}] * {stride}" for place, stride in before)
                          or "0" for before in befores)
-        if len(_INDEXERS) >= INDEXERS_KEPT:
-            _INDEXERS.clear()
-        fn = _INDEXERS[befores] = eval(compile(f"lambda idx: [{sums}]", "<indexer>", "eval",
-                                               dont_inherit=True), {"__builtins__": {}})
+        fn = _INDEXERS.keep(befores, eval(compile(f"lambda idx: [{sums}]", "<indexer>",
+                                                  "eval", dont_inherit=True),
+                                          {"__builtins__": {}}))
     return fn
 
 
