@@ -194,6 +194,7 @@ class CoreFinder:
         for constraint in model.c.domain_constraints():
             self.solver.add(constraint)
         self.marks = {name: z3.Bool(name, model.c.ctx) for name in model.parts}
+        self._name_of_mark = {mark.get_id(): name for name, mark in self.marks.items()}
         for name, part in model.parts.items():
             self.solver.add(z3.Implies(self.marks[name], part))
         self.witnesses: list[tuple] = []  # (Z3 model, {part: holds in it}) of sat checks
@@ -208,8 +209,7 @@ class CoreFinder:
             return z3.unsat
         result = self._holds(names)
         if result == z3.unsat:
-            self.clashes.append(frozenset(str(m) for m in self.solver.unsat_core()
-                                          if str(m) in self.marks))
+            self.clashes.append(frozenset(self._core_names()))
         return result
 
     def _holds(self, names: list[str], extra: list | None = None):
@@ -256,7 +256,7 @@ class CoreFinder:
         names = [n for n in self.marks if n not in without]
         if self._holds(names, extra) != z3.unsat:
             return None
-        core = sorted(str(m) for m in self.solver.unsat_core() if str(m) in self.marks)
+        core = sorted(self._core_names())
         clashing: list[set[str]] = []  # parts some check proved to clash (with `extra`)
         order = list(core)
         decided: set[str] = set()  # parts a run's deletion settled ahead of the loop
@@ -314,7 +314,11 @@ class CoreFinder:
         self._run_goes(core, run[half:], clashing, extra)
 
     def _core_names(self) -> set[str]:
-        return {str(m) for m in self.solver.unsat_core() if str(m) in self.marks}
+        """The parts in the last check's unsat core (its markers, found by AST id: the
+        printer that str() runs is slow; an extra assumption is no marker)."""
+        name_of = self._name_of_mark
+        return {name_of[m.get_id()] for m in self.solver.unsat_core()
+                if m.get_id() in name_of}
 
 
 def feasibility(problem: Problem) -> Outcome:
