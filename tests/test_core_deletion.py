@@ -53,3 +53,19 @@ def test_the_refusal_s_core_is_plain_deletion_s_from_z3_s_first_core(fields):
     assert outcome.status == "infeasible" and outcome.core
     assert prove.minimal_core(prove.Model(problem)) == outcome.core
     assert _plain_core(problem) == outcome.core
+
+
+def test_the_core_finder_asserts_what_z3py_s_add_asserts():
+    """The C-API assertions (CoreFinder._assert, _implies) are z3py's: the same terms in
+    the same order, on the refused 1x4090 llama3-70b."""
+    problem = resolve(shipped_kb(), Query(gpus="1x4090", model="llama3-70b")).problem
+    finder = prove.CoreFinder(prove.Model(problem))
+    model = finder.model
+    plain = z3.Solver(ctx=model.c.ctx)
+    for constraint in model.c.domain_constraints():
+        plain.add(constraint)
+    for name, part in model.parts.items():
+        plain.add(z3.Implies(z3.Bool(name, model.c.ctx), part))
+    ours, theirs = finder.solver.assertions(), plain.assertions()
+    assert len(ours) == len(theirs) > len(model.parts)
+    assert [a.get_id() for a in ours] == [a.get_id() for a in theirs]
