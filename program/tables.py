@@ -94,7 +94,10 @@ class Table:
         """The table in search order, with the values the masks leave out
         hidden (+inf on the low side, -inf on the high one), made when a
         level is first built: most tables of a narrowed or short search never
-        build one. Kept in the preparation's list (shared with _prepared)."""
+        build one. Kept in the preparation's list (shared with _prepared).
+        A num table read on one side only (`need`) hides that side alone and
+        reads it as both: the two differ only at values left out, which no
+        search sets and no reader of that one side reads on the other."""
         full = self._full
         if full[0] is None:
             _, perm, masks = full
@@ -103,6 +106,8 @@ class Table:
             left_out = _left_out(masks)
             if not left_out:
                 high = low
+            elif self.kind == "num" and self.need != "both":  # one side, both ends
+                low = high = _hidden(low, left_out, np.inf if self.need == "low" else -np.inf)
             elif self.kind == "num":
                 low, high = _hidden(low, left_out, np.inf), _hidden(low, left_out, -np.inf)
             else:

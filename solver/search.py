@@ -748,6 +748,7 @@ class Tracker:
                           key=lambda i: (i not in summed, i)) for k in range(n)]
         self.split = [sum(1 for i in at if i in summed) for at in self.at]
         self.read_at = [_reader_of(at) for at in self.at]  # per place: ranges[i] for i in at
+        self.write_at: list = [None] * n  # per place: set them back (_writer_of), on first use
         # per place: whether a time cell reads it (else its children share the node's time)
         self.times_at = [any(i in self.timed for i in at) for at in self.at]
         # per place, two readers' groups (the summed cells, the rest), or three
@@ -888,15 +889,17 @@ class Tracker:
 
     def apply(self, ranges: list, totals: list, k: int, taken: tuple) -> None:
         """Set again what a child set (taken()): every cell that reads place k."""
-        for i, value in zip(self.at[k], taken[0]):
-            ranges[i] = value
+        (self.write_at[k] or self._writer(k))(ranges, taken[0])
         totals[:] = taken[1]
 
     def restore(self, ranges: list, totals: list, k: int, parent: tuple) -> None:
         """The node's own ranges and sums back (parent())."""
-        for i, value in zip(self.at[k], parent[0]):
-            ranges[i] = value
+        (self.write_at[k] or self._writer(k))(ranges, parent[0])
         totals[:] = parent[1]
+
+    def _writer(self, k: int):
+        found = self.write_at[k] = _writer_of(tuple(self.at[k]))
+        return found
 
 
 def _reader_of(at: list[int]):
@@ -907,6 +910,24 @@ def _reader_of(at: list[int]):
     if at:
         return lambda ranges, i=at[0]: (ranges[i],)
     return lambda ranges: ()
+
+
+_WRITERS = Kept(4096)  # a place's cells -> their writer, made once per process
+
+
+def _writer_of(at: tuple):
+    """fn(ranges, values): ranges[i] = values[n] for the n-th i of at, in at's
+    order, written out as one unpacking (`ranges[3], ranges[7] = values`: no
+    loop, no pair unpacked a cell). The same cells recur across preparations
+    and plans, so each text is compiled once."""
+    fn = _WRITERS.get(at)
+    if fn is None:
+        targets = "".join(f"ranges[{i}], " for i in at) or "()"
+        namespace: dict = {"__builtins__": {}}
+        exec(compile(f"def write(ranges, values):\n    {targets} = values\n", "<writer>",
+                     "exec", dont_inherit=True), namespace)
+        fn = _WRITERS.keep(at, namespace["write"])
+    return fn
 
 
 def _bases(group: tuple, idx: list[int]) -> list[int]:

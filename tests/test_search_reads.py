@@ -2,7 +2,8 @@
 compiled expression per group (solver/search.py `_indexer`, fourteenth round):
 the same integers as the loop over its (place, stride) pairs, each text
 compiled once per process; a node's ranges of the cells at place k read
-by one call (`_reader_of`), the same ranges as the comprehension; a group's
+by one call (`_reader_of`), the same ranges as the comprehension, and set
+back by one unpacking (`_writer_of`, fifteenth round), as the loop sets them; a group's
 tables read from its indices (`_tables`), each range the one Table.bound
 reads; and a child's rule checks from its node's indices
 (`_State._rules_hold`), each answer the rules' own bound's."""
@@ -16,7 +17,8 @@ import pytest
 from plans import prepared_search
 
 from kbsolve.program.tables import Table
-from kbsolve.solver.search import Search, _bases, _indexer, _reader_of, _State, _tables
+from kbsolve.solver.search import (Search, _bases, _indexer, _reader_of, _State, _tables,
+                                   _writer_of)
 
 
 def _looped(befores, idx) -> list[int]:
@@ -75,6 +77,36 @@ def test_a_places_ranges_are_read_as_the_comprehension_reads_them():
     ranges = [(float(i), float(i) + 0.5) for i in range(9)]
     for at in ([], [4], [0, 8], [2, 3, 7, 1]):
         assert _reader_of(at)(ranges) == tuple(ranges[i] for i in at)
+
+
+def test_a_places_ranges_are_set_back_as_the_loop_sets_them():
+    for at in ((), (4,), (0, 8), (2, 3, 7, 1)):
+        values = tuple((-float(i), float(i)) for i in range(len(at)))
+        written, looped = [(0.0, 0.0)] * 9, [(0.0, 0.0)] * 9
+        _writer_of(at)(written, values)
+        for i, value in zip(at, values):
+            looped[i] = value
+        assert written == looped
+    assert _writer_of((2, 3)) is _writer_of((2, 3))  # a text compiled once
+
+
+def test_a_node_restored_after_its_children_has_its_own_ranges(search):
+    tracker, rng = search.tracker, random.Random(13)
+    idx = [0] * len(search.order)
+    ranges, totals = tracker.start(idx)
+    for k in range(len(search.order)):
+        before = list(ranges)
+        kept = tracker.parent(ranges, totals, k, idx)
+        for i in tracker.at[k]:  # what a child sets
+            ranges[i] = (rng.random(), rng.random() + 1)
+        taken = tracker.taken(ranges, totals, k)
+        child = list(ranges)
+        tracker.restore(ranges, totals, k, kept)
+        assert ranges == before
+        tracker.apply(ranges, totals, k, taken)
+        assert ranges == child
+        tracker.restore(ranges, totals, k, kept)
+        assert ranges == before
 
 
 def test_a_nodes_kept_ranges_are_its_cells_at_place_k(search):

@@ -327,3 +327,34 @@ def test_a_build_warns_of_no_float_error(kb):
         constant, varying = tables.cell(over_constants), tables.cell(over_option)
     assert constant.values == [float("inf")]
     assert float("inf") in varying.values and varying.deps == (tables.axis[key],)
+
+
+def test_a_table_read_on_one_side_is_laid_out_once_as_both(kb):
+    """A num table the search reads on one side only (`need` low or high) hides
+    the values its masks leave out on that side alone and reads that array as
+    both: on every allowed value its full level is the two-sided layout's, and a
+    left-out value reads its side's hidden end."""
+    search = Search(resolve(kb, Query(**QUERIES[0])).problem)
+    assert search.prepare()
+    one_sided = 0
+    for table in search.cells:
+        if not isinstance(table, Table) or table.kind != "num" or not table.deps:
+            continue
+        low, high = table._laid_out()
+        masks = table._full[2]
+        if table.need == "both" or all(m.all() for m in masks):
+            continue
+        one_sided += 1
+        assert low is high
+        need = table.need
+        table.need = "both"
+        table._full[0] = None
+        both_low, both_high = table._laid_out()
+        table.need = need
+        table._full[0] = (low, high)
+        allowed = np.ix_(*[np.flatnonzero(m) for m in masks])
+        assert np.array_equal(low[allowed], both_low[allowed], equal_nan=True)
+        assert np.array_equal(low[allowed], both_high[allowed], equal_nan=True)
+        hidden = both_low if need == "low" else both_high
+        assert np.array_equal(low, hidden, equal_nan=True)
+    assert one_sided > 10
