@@ -475,7 +475,8 @@ class _Views:
     decides, in its order) for as long as the search keeps one preparation, and
     the options _settled may reset. An explanation reads the plan's view once
     per option and many neighbours more than once (a repair of a=1 by b=2 is the
-    repair of b=2 by a=1). A view is read-only; a new preparation
+    repair of b=2 by a=1). A Fraction is keyed as (numerator, denominator), as the
+    evaluator's memo keys are (Python 3.11 hashes a Fraction anew each time). A view is read-only; a new preparation
     (search.prepare makes a new tracker) starts afresh, so a remembered view is
     always the one search.view would return."""
 
@@ -491,7 +492,8 @@ class _Views:
             return None
         if s.tracker is not self._tracker:
             self._tracker, self._memo = s.tracker, {}
-        slot = tuple([assignment[key] for key in s.order])
+        slot = tuple([(v._numerator, v._denominator) if type(v) is Fraction else v
+                      for v in map(assignment.__getitem__, s.order)])  # hashes fast
         found = self._memo.get(slot, _MISSING)
         if found is _MISSING:
             found = self._memo[slot] = s.view(assignment)

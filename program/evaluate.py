@@ -65,22 +65,24 @@ class Evaluator:
     def remembering(self, assignment: Mapping[str, Any], memo: dict | None = None):
         """remembered() for many nodes at one assignment: run(node). The
         assignment's values are turned into memo keys once (not once per node
-        per option read), and each node's options are read by one C call."""
+        per option read), and each node's options are read by one C call; the
+        lets and memory sums under it read those keys too (the env's fifth part)."""
         values = _Values({key: (v._numerator, v._denominator) if type(v) is Fraction else v
                           for key, v in assignment.items()})
-        getters = _caches(self.kb)[2]
-        store, evaluate = self.store, self.run
+        kb, getters, store = self.kb, _caches(self.kb)[2], self.store
         memo = {} if memo is None else memo
+        env = (assignment, self.facts, memo, store, values)
 
         def run(node: ir.Node):
             found = getters.get(id(node))
             if found is None or found[0] is not node:
-                found = getters[id(node)] = (node, _getter(sorted(options_read(self.kb,
-                                                                                node))))
+                found = getters[id(node)] = (node, _getter(sorted(options_read(kb, node))),
+                                             closure(kb, node))
             slot = (id(node), found[1](values))  # remembered()'s key (see Memo keys)
             value = store.get(slot, _MISS)
             if value is _MISS:
-                value = store[slot] = evaluate(node, assignment, memo)
+                value = store[slot] = found[2](env)
+            memo[id(node)] = value  # for a memory sum's parts (_kept) at this assignment
             return value
         return run
 
@@ -126,8 +128,7 @@ def _build(kb: KnowledgeBase, table: dict, node: ir.Node) -> Callable[[Env], Any
     if kind is ir.LetRef:
         return _let(kb, node.let)
     if kind is ir.MemorySum:
-        parts = [_kept(kb, t.expr) for t in _walker.summed_terms(kb, node.framework, node.level)]
-        return lambda env: sum((Fraction(p(env)) for p in parts), Fraction(0))
+        return _summed(kb, node)
     args = [_closure(kb, table, a) for a in node.args]
     op = OPERATORS[node.op]  # its exact view (program/operators.py)
     if op.lazy:
@@ -144,20 +145,53 @@ def _build(kb: KnowledgeBase, table: dict, node: ir.Node) -> Callable[[Env], Any
     return lambda env: fn(*[a(env) for a in args])
 
 
+def _summed(kb: KnowledgeBase, node: ir.MemorySum) -> Callable[[Env], Any]:
+    """A memory sum: its terms' values added exactly (the whole ones as integers,
+    then the rest), kept in the run's memo (one assignment's) by framework and level,
+    which fix its terms: two sums of one level read the same value."""
+    parts = [_kept(kb, t.expr) for t in _walker.summed_terms(kb, node.framework, node.level)]
+    level = (node.framework, node.level)  # a memo key no let name or node id equals
+
+    def summed(env):
+        memo = env[2]
+        total = memo.get(level)
+        if total is None:
+            whole, rest = 0, Fraction(0)
+            for part in parts:
+                value = part(env)
+                if type(value) is not Fraction:
+                    value = Fraction(value)
+                if value._denominator == 1:
+                    whole += value._numerator
+                else:
+                    rest += value
+            total = memo[level] = rest + whole
+        return total
+    return summed
+
+
 def _kept(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
     """closure(node), its value kept in the evaluator's store (env[3]) under
-    remembered()'s key: a memory sum's terms were mostly just computed (measure
-    reads the inner levels first), and each term is a whole formula."""
+    remembered()'s key and in the run's memo (env[2], one assignment's) under the
+    node's id, where remembering() also leaves each node it ran: a memory sum's
+    terms were mostly just computed (measure reads the inner levels first), and
+    each term is a whole formula."""
     run = closure(kb, node)
     reads = sorted(options_read(kb, node))
+    read = _getter(reads)
     node_id = id(node)
 
     def kept(env):
-        slot = _node_slot(node_id, reads, env[0])
-        store = env[3]
-        found = store.get(slot, _MISS)
+        memo = env[2]
+        found = memo.get(node_id, _MISS)
         if found is _MISS:
-            found = store[slot] = run(env)
+            slot = (node_id, read(env[4])) if len(env) > 4 else \
+                _node_slot(node_id, reads, env[0])
+            store = env[3]
+            found = store.get(slot, _MISS)
+            if found is _MISS:
+                found = store[slot] = run(env)
+            memo[node_id] = found
         return found
     return kept
 
@@ -165,9 +199,15 @@ def _kept(kb: KnowledgeBase, node: ir.Node) -> Callable[[Env], Any]:
 def _node_slot(node_id: int, reads: list[str], assignment: Mapping[str, Any]) -> tuple:
     """A node's memo key: (its id, the values of the options it reads: a bare value where
     it reads one, else a tuple), each Fraction as (numerator, denominator) (see Memo keys)."""
+    return (node_id, _projection(reads, assignment))
+
+
+def _projection(reads: list[str], assignment: Mapping[str, Any]):
+    """The values of `reads` in the assignment as memo keys read them: a bare value for
+    one, else a tuple (as _getter's itemgetter over remembering()'s values)."""
     values = tuple([(v._numerator, v._denominator) if type(v) is Fraction else v
                     for v in map(assignment.get, reads)])
-    return (node_id, values[0] if len(values) == 1 else values)
+    return values[0] if len(values) == 1 else values
 
 
 def _fact(node: ir.FactRef):
@@ -183,21 +223,22 @@ def _fact(node: ir.FactRef):
 
 
 def _let(kb: KnowledgeBase, key: str):
-    built: list = []  # [body closure, options read]
+    built: list = []  # [body closure, options read, their getter]
 
     def get(env):
         memo = env[2]
-        if key not in memo:
+        found = memo.get(key, _MISS)
+        if found is _MISS:
             if not built:
-                built.extend([closure(kb, kb.lets[key].expr), sorted(_let_options(kb, key))])
-            assignment = env[0]
-            slot = (key, *[(v._numerator, v._denominator) if type(v) is Fraction else v
-                           for v in map(assignment.get, built[1])])  # see Memo keys
+                reads = sorted(_let_options(kb, key))
+                built.extend([closure(kb, kb.lets[key].expr), reads, _getter(reads)])
+            slot = (key, built[2](env[4]) if len(env) > 4 else _projection(built[1], env[0]))
             store = env[3]
-            if slot not in store:
-                store[slot] = built[0](env)
-            memo[key] = store[slot]
-        return memo[key]
+            found = store.get(slot, _MISS)
+            if found is _MISS:
+                found = store[slot] = built[0](env)
+            memo[key] = found
+        return found
     return get
 
 
@@ -209,6 +250,8 @@ def _let(kb: KnowledgeBase, key: str):
 # remembered() and remembering() key a node's value alike, (node id, the values
 # of the options it reads: a bare value where it reads one, else a tuple), so
 # either finds what the other stored; a let's keys begin with its name, never an int.
+# A run's memo (env[2], one assignment) is keyed by let names, node ids (_kept,
+# remembering) and (framework, level) pairs (_summed): never equal across kinds.
 
 
 def _let_options(kb: KnowledgeBase, key: str) -> frozenset[str]:

@@ -268,3 +268,24 @@ def test_changed_options_are_those_the_comparison_finds(solved):
     plan = {"a": Fraction(1, 3), "b": 2, "c": None}
     other = {"a": Fraction(2, 6), "b": 3, "c": None, "d": None, "e": 0}
     assert ex.changed(plan, other) == {"b": 3, "e": 0}
+
+
+def test_a_view_is_remembered_by_value_not_by_object(solved):
+    """A Fraction keys the views by its numerator and denominator: another object of
+    the same value reads the remembered view; an int of a Fraction's value is its own
+    key, read afresh to the same answer."""
+    from fractions import Fraction
+    checked = 0
+    for problem, search, plan, _ in solved:
+        views = ex._Views(problem, search)
+        first = views(plan)
+        for key in search.order:
+            value = plan[key]
+            if type(value) is not Fraction:
+                continue
+            same = {**plan, key: Fraction(value.numerator, value.denominator)}
+            assert same[key] is not value and views(same) is first
+            if value.denominator == 1:
+                assert _plain(views({**plan, key: int(value)})) == _plain(first)
+            checked += 1
+    assert checked
