@@ -86,3 +86,25 @@ def test_the_plain_command_prints_and_exits_as_clicks(argv, tmp_path, seed_kb_ca
     *printed, last = done.stderr.splitlines(keepends=True)
     assert "".join(printed) == clicks.err
     assert last.split() == ["exit", str(code), "False"]  # no click loaded
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), EOFError(), RuntimeError("boom"),
+                                   OSError(13, "Permission denied", "x.yaml"),
+                                   RecursionError()])
+def test_an_error_in_a_plain_plan_ends_it_as_in_clicks(error, monkeypatch, capsys):
+    """What click's main and the guard make of an error in the plan (an interrupt: a blank
+    line, then 'aborted'), the plain path makes of it too."""
+    from kbsolve import api
+    from kbsolve.cli.main import main
+    from kbsolve.cli.plain import plan_command
+    from kbsolve.cli.run import guarded_plain
+
+    def raising(*args, **kwargs):
+        raise error
+    monkeypatch.setattr(api, "solve", raising)
+    argv = ["--gpus", "8xA100", "--model", "wan14b"]
+    code = main(argv)
+    clicks = capsys.readouterr()
+    assert guarded_plain(lambda: plan_command(**plain_params(argv))) == code
+    assert capsys.readouterr() == clicks
+    assert code in (2, 70)
