@@ -67,6 +67,9 @@ class CodeCache:
         self._path = path
         self.codes: dict | None = None
         self.used: set = set()
+        # the code objects handed out, by key: a text asked again (typing's forward
+        # references: 'bool' ~140 times a cold plan) is not unmarshalled again
+        self.made: dict = {}
         self.added = 0
         self.big: dict[Path, bytes] = {}  # BIG entries compiled anew: file -> marshalled code
 
@@ -107,6 +110,9 @@ class CodeCache:
     def code(self, source: str, filename: str, mode: str, flags: int):
         """What compile(source, filename, mode, flags, dont_inherit=True) returns."""
         key = (source, filename, mode, flags)
+        code = self.made.get(key)
+        if code is not None:
+            return code
         if len(source) >= BIG:
             return self._big_code(key)
         codes = self.codes if self.codes is not None else self._load()
@@ -122,6 +128,9 @@ class CodeCache:
             codes[key] = marshal.dumps(code)
             self.added += 1
         self.used.add(key)
+        if len(self.made) >= LIMIT:  # a long-lived command (kbsolve mcp): bounded
+            self.made.clear()
+        self.made[key] = code
         return code
 
     def save(self) -> None:
@@ -232,6 +241,11 @@ def enable(*modules) -> None:
     for module in modules:
         module.exec = cached_exec
         module.compile = cached_compile
+
+
+def enabled() -> bool:
+    """Whether this process compiles through the cache (the command's: enable)."""
+    return _enabled
 
 
 def disable(*modules) -> None:

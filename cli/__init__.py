@@ -3,6 +3,8 @@ program that imports kbsolve keeps its own settings."""
 
 import dataclasses
 import gc
+import os
+import sys
 import typing
 
 from kbsolve import api
@@ -15,6 +17,7 @@ from kbsolve import api
 # in `kbsolve mcp` alike.
 GC_THRESHOLDS = (100_000, 50, 100)
 CODE_CACHED = (dataclasses, typing)
+SHELL_COMPLETION = "_KBSOLVE_COMPLETE"  # set, click answers the shell (cli/main.py's command)
 
 
 def start() -> None:
@@ -33,11 +36,20 @@ def run() -> int:
     """The `kbsolve` script (pyproject's entry point) and `python -m kbsolve`: the process
     settings first, then the command's imports, so that click's forward references and the
     rest are compiled through the code cache (an entry point at cli/main.py's main ran its
-    ~60 compilations before `start`); all of it in a roomy frame (api.with_room)."""
+    ~60 compilations before `start`); all of it in a roomy frame (api.with_room). A plain
+    plan's argv (cli/plain.py) runs without click."""
     return api.with_room(_command)
 
 
 def _command() -> int:
     start()
-    from kbsolve.cli.main import main
-    return main()
+    from kbsolve.cli.plain import plain_params
+    params = None if os.environ.get(SHELL_COMPLETION) else plain_params(sys.argv[1:])
+    if params is None:  # click's to read
+        from kbsolve.cli.main import main
+        return main()
+    from kbsolve.cli.plain import plan_command
+    from kbsolve.cli.run import exit_now, guarded_plain
+    code = guarded_plain(lambda: plan_command(**params))
+    exit_now(code)
+    return code

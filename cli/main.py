@@ -7,16 +7,16 @@ or time-out (the best plan found so far is still printed).
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 import click
 
 from kbsolve import api
-from kbsolve.api import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
+from kbsolve.api import EXIT_INFEASIBLE, EXIT_OK
 from kbsolve.cli import start
+from kbsolve.cli.plain import OBJECTIVES, plan_command
 from kbsolve.cli.query_options import query_fields, query_options
-from kbsolve.cli.run import guarded
+from kbsolve.cli.run import exit_now, guarded
 from kbsolve.render import render
 
 EPILOG = ("Exit codes: 0 ok, 1 infeasible, 2 usage or KB error, 3 solver unknown or "
@@ -48,7 +48,7 @@ class Commands(click.Group):
 @click.group(cls=Commands, epilog=EPILOG, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
 @query_options
-@click.option("--objective", type=click.Choice(["speed", "memory"]), default="speed",
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="speed",
               show_default=True, help="Fastest plan, or the smallest that fits.")
 @click.option("--top", type=click.IntRange(0, 10), default=2, show_default=True,
               help="Alternatives to show.")
@@ -82,21 +82,9 @@ def cli(ctx, gpus, model, framework, task, network, seq_len, resolution, frames,
     if not gpus and not model:
         click.echo(ctx.get_help())
         return EXIT_OK
-    if emit_dir:
-        api.check_emit_folder(emit_dir, force)  # before any work
-    fields = query_fields(gpus, model, framework, task, network, seq_len, resolution, frames,
-                          pins, headroom, host_ram, global_batch, gpu_spec)
-    fields.update(objective=objective, top=top, timeout=timeout, allow=list(allow))
-    plan = api.solve(fields, packs=list(packs), solver=solver)
-    if explain_option:
-        click.echo(render(plan, "explain", option=explain_option))
-    else:
-        click.echo(render(plan, fmt))
-    if emit_dir and plan.status in api.EMITTABLE and plan.config:
-        emitted = api.emit_files(plan, emit_dir, packs=list(packs), force=force)
-        click.echo(render(emitted, "text", kind="emitted"), err=True)
-    return {"optimal": EXIT_OK, "feasible": EXIT_UNKNOWN, "unknown": EXIT_UNKNOWN,
-            "timed_out": EXIT_UNKNOWN, "infeasible": EXIT_INFEASIBLE}[plan.status]
+    return plan_command(gpus, model, framework, task, network, seq_len, resolution, frames,
+                        global_batch, pins, headroom, host_ram, fmt, packs, objective, top,
+                        timeout, solver, allow, explain_option, emit_dir, force, gpu_spec)
 
 
 @cli.command("estimate")
@@ -117,8 +105,6 @@ def estimate_command(gpus, model, framework, task, network, seq_len, resolution,
     return EXIT_OK if result.feasible else EXIT_INFEASIBLE
 
 
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command; `argv` None: the program itself (`kbsolve`, `python -m kbsolve`),
     which owns its process (cli/__init__.py start) and ends it here."""
@@ -128,20 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         exit_now(code)
     return code
-
-
-def exit_now(code: int) -> None:
-    """End the process without the interpreter's teardown (freeing the KB and every
-    module one object at a time: issue 25, about a third of a cold plan's CPU) once
-    everything written is flushed; a flush that fails (a closed pipe) leaves the
-    ordinary exit to report it."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        return
-    api.save_compiled_code()
-    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,9 +6,7 @@ import functools
 
 import click
 
-from kbsolve.api import Diagnostic, KbError
-
-FORMATS = ("table", "json", "yaml", "markdown")
+from kbsolve.cli.plain import FORMATS, query_fields  # noqa: F401 - estimate's and the command's
 
 
 def query_options(fn):
@@ -43,20 +41,3 @@ def query_options(fn):
                      help="A rule pack laid over the shipped KB (repeatable)."),
     ]
     return functools.reduce(lambda f, option: option(f), reversed(options), fn)
-
-
-def query_fields(gpus, model, framework, task, network, seq_len, resolution, frames, pins,
-                 headroom, host_ram=None, global_batch=None, gpu_spec=None) -> dict:
-    if not gpus and gpu_spec:
-        gpus = "1"
-    if not gpus:
-        raise KbError(Diagnostic("missing --gpus (for example --gpus 8xA100, or 2x16GB for a "
-                                 "card the catalog lacks)"))
-    if not model:
-        raise KbError(Diagnostic("missing --model (for example --model qwen3-8b)"))
-    if headroom is not None and not 0 <= headroom < 1:
-        raise KbError(Diagnostic(f"--headroom {headroom}: give a fraction from 0 to below 1"))
-    return dict(gpus=gpus, model=model, framework=framework, task=task, network=network,
-                seq_len=seq_len, resolution=resolution, frames=frames, set=list(pins),
-                headroom=headroom, host_ram=host_ram, global_batch=global_batch,
-                gpu_spec=gpu_spec)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import marshal
 import os
 import subprocess
 import sys
@@ -237,3 +238,45 @@ def test_a_damaged_payload_fails_its_check_line():
     framed = codecache.framed(b"magic\n", b"payload bytes")
     assert framed.startswith(b"magic\n" + codecache.checksum(b"payload bytes") + b"\n")
     assert codecache.checksum(b"payload bytez") != codecache.checksum(b"payload bytes")
+
+
+def test_a_text_asked_again_gets_the_code_it_got_without_unmarshalling_it(tmp_path,
+                                                                          monkeypatch):
+    """typing compiles one forward reference ('bool', 'str') for every annotation naming it:
+    the second ask of a key is handed the code object of the first, read from the file once."""
+    path = tmp_path / "code.marshal"
+    first = CodeCache(path)
+    first.code(SOURCE, "<string>", "exec", 0)
+    first.save()
+    loads = []
+    monkeypatch.setattr(codecache, "marshal", type("Counting", (), {
+        "loads": staticmethod(lambda data: loads.append(data) or marshal.loads(data)),
+        "dumps": staticmethod(marshal.dumps)}))
+    again = CodeCache(path)
+    one = again.code(SOURCE, "<string>", "exec", 0)
+    assert again.code(SOURCE, "<string>", "exec", 0) is one
+    assert one == compile(SOURCE, "<string>", "exec", dont_inherit=True)
+    assert len(loads) == 2 and again.added == 0  # the file's table, then the code once
+    assert again.code(SOURCE, "<other>", "exec", 0) is not one  # another key
+
+
+def test_the_commands_search_compiles_its_indexers_through_the_cache(private_cache,
+                                                                     monkeypatch):
+    """In the command's process the search's indexers (solver/search.py) are compiled once
+    per text across processes; a program importing kbsolve compiles them as before."""
+    from kbsolve import api
+    from kbsolve.solver import search
+    api._plan_code_cached()  # not the command's process: nothing is shadowed
+    assert "compile" not in vars(search)
+    monkeypatch.setattr(search, "_INDEXERS", type(search._INDEXERS)(8))  # none kept before
+    codecache.enable()
+    try:
+        api._plan_code_cached()
+        assert search.compile is codecache.cached_compile
+        indexer = search._indexer((((0, 12), (3, 2)), ()))
+    finally:
+        codecache.disable(search)
+    assert "compile" not in vars(search) and not codecache._enabled
+    assert indexer([5, 0, 0, 7]) == [5 * 12 + 7 * 2, 0]
+    [key] = [key for key in private_cache.used if key[1] == "<indexer>"]
+    assert key == ("lambda idx: [idx[0] * 12 + idx[3] * 2, 0]", "<indexer>", "eval", 0)

@@ -271,7 +271,7 @@ def test_render_refuses_an_unknown_kind_or_format():
 LOADED = """
 import os, runpy, sys
 sys.argv[0] = "kbsolve"  # the program name click prints; the module runs from this checkout
-os._exit = sys.exit  # the command ends the process itself (cli/main.py exit_now): not here
+os._exit = sys.exit  # the command ends the process itself (cli/run.py exit_now): not here
 try:
     runpy.run_module("kbsolve", run_name="__main__", alter_sys=True)
 except SystemExit as done:
