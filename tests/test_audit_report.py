@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from audit_helpers import PROJECTS, run_cli
+from audit_helpers import PROJECTS, audit_once, run_cli  # noqa: F401 - a fixture
 
 GOLDEN = PROJECTS / "golden"
 
@@ -24,7 +24,7 @@ def test_pytorch_report_matches_golden(capsys, lang):
     assert text == golden.read_text(encoding="utf-8")
 
 
-def test_markdown_has_the_seed_sections(capsys):
+def test_markdown_has_the_seed_sections(audit_once, capsys):
     code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "8xH100")
     assert code == 0
     for heading in ("### Basic info", "### Audit overview", "#### P0 - do now",
@@ -35,7 +35,7 @@ def test_markdown_has_the_seed_sections(capsys):
     assert "| **Total** | **" in out
 
 
-def test_chinese_uses_the_seed_titles_and_check_titles(capsys):
+def test_chinese_uses_the_seed_titles_and_check_titles(audit_once, capsys):
     code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "8xH100",
                            "--lang", "zh")
     assert code == 0
