@@ -139,8 +139,25 @@ def _children_share_bytecode(tmp_path_factory):
         yield
 
 
+@pytest.fixture(scope="session")
+def _kb_cache_folders(tmp_path_factory):
+    """One folder of this run (per worker) that holds every test's KB cache directory:
+    pytest's numbered `mktemp` lists the whole base folder on each call, so a directory
+    made that way for each of ~1,000 tests a worker cost ~1-2 s of CPU, and the folder it
+    filled slowed each test's own `tmp_path` as much."""
+    import itertools
+    folder = tmp_path_factory.mktemp("kbsolve-cache")
+    numbers = itertools.count()
+
+    def make():
+        cache = folder / str(next(numbers))
+        cache.mkdir()
+        return cache
+    return make
+
+
 @pytest.fixture(autouse=True)
-def _private_kb_cache(request, tmp_path_factory, monkeypatch):
+def _private_kb_cache(request, _kb_cache_folders, monkeypatch):
     """Point KBSOLVE_CACHE_DIR at a fresh temporary directory for each test.
 
     Tests must never read or write the user's real cache; `KBSOLVE_PATH` is
@@ -150,7 +167,7 @@ def _private_kb_cache(request, tmp_path_factory, monkeypatch):
     marked `empty_kb_cache` start from an empty directory. The entries go with
     the test (1 MB each, a run's temporary folders would hold hundreds).
     """
-    cache = tmp_path_factory.mktemp("kbsolve-cache")
+    cache = _kb_cache_folders()
     monkeypatch.setenv(CACHE_ENV, str(cache))
     monkeypatch.delenv("KBSOLVE_PATH", raising=False)
     entries = []

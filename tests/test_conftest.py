@@ -109,3 +109,12 @@ def test_a_test_file_rewritten_once_is_what_pytest_reads_in_a_worker(tmp_path, r
     finally:
         undo()
     assert rewrite.get_cache_dir(this) != tmp_path
+
+
+def test_each_test_s_kb_cache_is_a_fresh_directory_in_one_folder_of_the_run(
+        _kb_cache_folders, _private_kb_cache):
+    first, second = _kb_cache_folders(), _kb_cache_folders()
+    assert first != second and first.parent == second.parent == _private_kb_cache.parent
+    assert list(first.iterdir()) == list(second.iterdir()) == []
+    assert os.environ["KBSOLVE_CACHE_DIR"] == str(_private_kb_cache)
+    assert _private_kb_cache not in (first, second)
