@@ -71,3 +71,26 @@ def test_best_plan_is_a_reasoned_minimal_diff():
     assert plan.status in ("optimal", "feasible") and plan.changes
     assert all(c.reason and not c.reason.startswith("default") for c in plan.changes)
     assert plan.speedup is not None and plan.speedup >= 1.0
+
+
+def test_audit_once_audits_a_fixture_once_per_arguments_and_copies_it(monkeypatch, request):
+    import audit_helpers
+    from kbsolve import api
+    calls = []
+
+    def audit(path, gpus=None, kb=None, *, packs=None, fix=False, plan=False, allow=None,
+              model=None, gpu_spec=None, host_ram=None):
+        calls.append((path, gpus, fix))
+        return {"units": [path]}, {}
+    monkeypatch.setattr(audit_helpers, "_DONE", {})
+    monkeypatch.setattr(api, "audit", audit)
+    request.getfixturevalue("audit_once")
+    project = str(PROJECTS / "lf_project")
+    first = api.audit(project, "8xH100")
+    again = api.audit(project, "8xH100", packs=[], allow=[])  # as the command calls it
+    assert first == again and first[0] is not again[0] and len(calls) == 1
+    api.audit(project, "1xA100")
+    api.audit(project, "8xH100", fix=True)  # writes: always the real call
+    api.audit(project, "8xH100", fix=True)
+    assert calls == [(project, "8xH100", False), (project, "1xA100", False),
+                     (project, "8xH100", True), (project, "8xH100", True)]
