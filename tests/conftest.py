@@ -8,6 +8,7 @@ import os
 import re
 import resource
 import shutil
+import sys
 import time
 
 import pytest
@@ -138,8 +139,25 @@ def _children_share_bytecode(tmp_path_factory):
         yield
 
 
+@pytest.fixture(scope="session")
+def _kb_cache_folders(tmp_path_factory):
+    """One folder of this run (per worker) that holds every test's KB cache directory:
+    pytest's numbered `mktemp` lists the whole base folder on each call, so a directory
+    made that way for each of ~1,000 tests a worker cost ~1-2 s of CPU, and the folder it
+    filled slowed each test's own `tmp_path` as much."""
+    import itertools
+    folder = tmp_path_factory.mktemp("kbsolve-cache")
+    numbers = itertools.count()
+
+    def make():
+        cache = folder / str(next(numbers))
+        cache.mkdir()
+        return cache
+    return make
+
+
 @pytest.fixture(autouse=True)
-def _private_kb_cache(request, tmp_path_factory, monkeypatch):
+def _private_kb_cache(request, _kb_cache_folders, monkeypatch):
     """Point KBSOLVE_CACHE_DIR at a fresh temporary directory for each test.
 
     Tests must never read or write the user's real cache; `KBSOLVE_PATH` is
@@ -149,7 +167,7 @@ def _private_kb_cache(request, tmp_path_factory, monkeypatch):
     marked `empty_kb_cache` start from an empty directory. The entries go with
     the test (1 MB each, a run's temporary folders would hold hundreds).
     """
-    cache = tmp_path_factory.mktemp("kbsolve-cache")
+    cache = _kb_cache_folders()
     monkeypatch.setenv(CACHE_ENV, str(cache))
     monkeypatch.delenv("KBSOLVE_PATH", raising=False)
     entries = []
@@ -293,6 +311,7 @@ def pytest_configure(config):
     if not os.environ.get("KBSOLVE_TEST_GC_DEFAULT"):
         gc.set_threshold(5_000_000, 10, 10)
     _one_folder_of_plans_a_run(config)
+    _test_files_rewritten_once_a_run(config)
 
 
 def _one_folder_of_plans_a_run(config) -> None:
@@ -314,3 +333,91 @@ def _one_folder_of_plans_a_run(config) -> None:
         else:
             os.environ[name] = before
     config.add_cleanup(restore)
+
+
+# ---- the test files' assertion rewriting, once a run ----------------------------------
+
+REWRITTEN_ENV = "KBSOLVE_TEST_REWRITTEN_DIR"
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def _test_files_rewritten_once_a_run(config) -> None:
+    """Where the environment says PYTHONDONTWRITEBYTECODE (as some shells and CI do),
+    pytest rewrites every test file's asserts in every pytest-xdist worker and keeps
+    nothing: ~3 s of CPU a worker, a third of its collection. The controller, before it
+    starts two or more workers, rewrites the test files the run names once into a folder
+    of this run (removed with it, never the checkout); each worker reads them from there
+    (`read_rewritten_from`). pytest checks each file's hash before it uses what it reads,
+    and rewrites any file it does not find. KBSOLVE_TEST_BYTECODE_AS_IS=1 turns this off."""
+    if hasattr(config, "workerinput"):
+        folder = os.environ.get(REWRITTEN_ENV)
+        if folder:
+            config.add_cleanup(read_rewritten_from(folder))
+        return
+    if (not sys.dont_write_bytecode or os.environ.get("KBSOLVE_TEST_BYTECODE_AS_IS")
+            or config.getoption("assertmode") != "rewrite" or config.getoption("collectonly")
+            or config.getoption("dist", "no") == "no"
+            or len(config.getoption("tx", None) or []) < 2):
+        return
+    files = _named_test_files(config)
+    if not files:
+        return
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="kbsolve-test-rewritten-")
+    rewrite_into(folder, files, config)
+    os.environ[REWRITTEN_ENV] = folder
+
+    def remove() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(REWRITTEN_ENV, None)
+    config.add_cleanup(remove)
+
+
+def _named_test_files(config) -> list:
+    """This folder's test files that the run's arguments name (all of them for `tests`)."""
+    from pathlib import Path
+    here = Path(TESTS)
+    files = set()
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+        if path.is_file() and path.parent == here and path.name.startswith("test_"):
+            files.add(path)
+        elif path.is_dir() and (path == here or path in here.parents):
+            files.update(here.glob("test_*.py"))
+    return sorted(files)
+
+
+def rewrite_into(folder, files, config) -> list:
+    """Each file rewritten as pytest rewrites it on import, into `folder` under the name
+    pytest reads; the files written (one that fails is left to the worker's import)."""
+    from pathlib import Path
+
+    from _pytest.assertion import rewrite
+    state = config.stash[rewrite.assertstate_key]
+    written = []
+    for file in files:
+        pyc = Path(folder) / (file.name[:-3] + rewrite.PYC_TAIL)
+        try:
+            source_hash, code = rewrite._rewrite_test(file, config)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        if rewrite._write_pyc(state, code, source_hash, pyc):
+            written.append(pyc)
+    return written
+
+
+def read_rewritten_from(folder):
+    """pytest reads this folder's rewritten test files from `folder`; returns the undo."""
+    from _pytest.assertion import rewrite
+    real = rewrite.get_cache_dir
+
+    def get_cache_dir(file_path):
+        if str(file_path.parent) == TESTS:
+            from pathlib import Path
+            return Path(folder)
+        return real(file_path)
+    rewrite.get_cache_dir = get_cache_dir
+
+    def undo() -> None:
+        rewrite.get_cache_dir = real
+    return undo

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kbsolve import api
+from audit_helpers import shipped_audit
 from plans import shipped_kb
 from shared_data import shared_dir
 
@@ -22,8 +23,8 @@ def kb():
 
 
 @pytest.fixture(scope="module")
-def lf(kb, examples):
-    return api.audit(str(examples / "llamafactory"), kb=kb)[0]
+def lf(examples):
+    return shipped_audit(examples / "llamafactory")[0]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kbsolve import api
+from audit_helpers import shipped_audit
 from plans import shipped_kb
 from shared_data import shared_dir
 
@@ -67,9 +68,9 @@ def test_refused_and_ignored_values(kb, tmp_path, example):
     assert statuses["A_QLORA"] != "enabled"  # no QLoRA credit: nothing is quantized
 
 
-def test_llamafactory_examples_have_no_refused_key(kb):
+def test_llamafactory_examples_have_no_refused_key():
     """LlamaFactory's own training examples all parse: no key of theirs is refused."""
-    report = api.audit(str(shared_dir("examples") / "llamafactory"), kb=kb)[0]
+    report = shipped_audit(shared_dir("examples") / "llamafactory")[0]
     refused = [(u.path, f.id) for u in report.units for f in u.errors
                if f.kind in ("refused", "refused_value")]
     assert refused == []

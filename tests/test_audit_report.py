@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from audit_helpers import PROJECTS, run_cli
+from audit_helpers import PROJECTS, audit_once, run_cli  # noqa: F401 - a fixture
 
 GOLDEN = PROJECTS / "golden"
 
@@ -24,7 +24,7 @@ def test_pytorch_report_matches_golden(capsys, lang):
     assert text == golden.read_text(encoding="utf-8")
 
 
-def test_markdown_has_the_seed_sections(capsys):
+def test_markdown_has_the_seed_sections(audit_once, capsys):
     code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "8xH100")
     assert code == 0
     for heading in ("### Basic info", "### Audit overview", "#### P0 - do now",
@@ -35,7 +35,7 @@ def test_markdown_has_the_seed_sections(capsys):
     assert "| **Total** | **" in out
 
 
-def test_chinese_uses_the_seed_titles_and_check_titles(capsys):
+def test_chinese_uses_the_seed_titles_and_check_titles(audit_once, capsys):
     code, out, _ = run_cli(capsys, "audit", str(PROJECTS / "lf_project"), "--gpus", "8xH100",
                            "--lang", "zh")
     assert code == 0
@@ -71,3 +71,26 @@ def test_best_plan_is_a_reasoned_minimal_diff():
     assert plan.status in ("optimal", "feasible") and plan.changes
     assert all(c.reason and not c.reason.startswith("default") for c in plan.changes)
     assert plan.speedup is not None and plan.speedup >= 1.0
+
+
+def test_audit_once_audits_a_fixture_once_per_arguments_and_copies_it(monkeypatch, request):
+    import audit_helpers
+    from kbsolve import api
+    calls = []
+
+    def audit(path, gpus=None, kb=None, *, packs=None, fix=False, plan=False, allow=None,
+              model=None, gpu_spec=None, host_ram=None):
+        calls.append((path, gpus, fix))
+        return {"units": [path]}, {}
+    monkeypatch.setattr(audit_helpers, "_DONE", {})
+    monkeypatch.setattr(api, "audit", audit)
+    request.getfixturevalue("audit_once")
+    project = str(PROJECTS / "lf_project")
+    first = api.audit(project, "8xH100")
+    again = api.audit(project, "8xH100", packs=[], allow=[])  # as the command calls it
+    assert first == again and first[0] is not again[0] and len(calls) == 1
+    api.audit(project, "1xA100")
+    api.audit(project, "8xH100", fix=True)  # writes: always the real call
+    api.audit(project, "8xH100", fix=True)
+    assert calls == [(project, "8xH100", False), (project, "1xA100", False),
+                     (project, "8xH100", True), (project, "8xH100", True)]

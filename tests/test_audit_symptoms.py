@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kbsolve import api
-from audit_helpers import PROJECTS, run_cli
+from audit_helpers import PROJECTS, audit_once, run_cli  # noqa: F401 - a fixture
 from plans import shipped_kb
 
 UNSTABLE = """model_name_or_path: Qwen/Qwen3-8B
@@ -36,7 +36,7 @@ def kb():
     return shipped_kb()
 
 
-def test_oom_cures_come_first_and_the_others_are_marked(kb, capsys):
+def test_oom_cures_come_first_and_the_others_are_marked(kb, audit_once, capsys):
     config = PROJECTS / "lf_project" / "configs" / "oom.yaml"
     result = api.fix(str(config), "oom", "1xA100", kb=kb)
     cures = [s.fits for s in result.suggestions]

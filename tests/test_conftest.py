@@ -90,3 +90,31 @@ def test_a_plan_solved_by_one_worker_is_read_by_the_others(tmp_path, monkeypatch
     again = plans.shared_solve(tmp_path, key)  # another worker reads its JSON
     assert again == first and again is not first
     assert again.model_dump_json() == first.model_dump_json()
+
+
+def test_a_test_file_rewritten_once_is_what_pytest_reads_in_a_worker(tmp_path, request):
+    from _pytest.assertion import rewrite
+
+    from conftest import read_rewritten_from, rewrite_into
+    this = Path(__file__).resolve()
+    (pyc,) = rewrite_into(tmp_path, [this], request.config)
+    code = rewrite._read_pyc(this, pyc)  # pytest's own check of the file's hash
+    assert code is not None and "@pytest_ar" in code.co_names  # its asserts rewritten
+    elsewhere = tmp_path / "other" / "test_x.py"
+    before = rewrite.get_cache_dir(elsewhere)
+    undo = read_rewritten_from(str(tmp_path))
+    try:
+        assert rewrite.get_cache_dir(this) == tmp_path  # where a worker looks for it
+        assert rewrite.get_cache_dir(elsewhere) == before  # other folders' files as before
+    finally:
+        undo()
+    assert rewrite.get_cache_dir(this) != tmp_path
+
+
+def test_each_test_s_kb_cache_is_a_fresh_directory_in_one_folder_of_the_run(
+        _kb_cache_folders, _private_kb_cache):
+    first, second = _kb_cache_folders(), _kb_cache_folders()
+    assert first != second and first.parent == second.parent == _private_kb_cache.parent
+    assert list(first.iterdir()) == list(second.iterdir()) == []
+    assert os.environ["KBSOLVE_CACHE_DIR"] == str(_private_kb_cache)
+    assert _private_kb_cache not in (first, second)
