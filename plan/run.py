@@ -46,11 +46,14 @@ def _plan(kb: KnowledgeBase, query: Query, solver: str) -> Plan:
     if outcome.status == "infeasible":
         result.core = _core(problem, outcome.core)
         if outcome.model is not None:
-            from kbsolve.solver.fixes import allow_optins, drop_pins, hardware  # Z3: refusals
-            result.fixes = drop_pins(outcome.model) + \
-                allow_optins(outcome.model, outcome.core) + \
-                _global_batch_fix(kb, resolved, outcome.core) + \
-                _host_ram_fix(problem, outcome.core) + hardware(_bigger(kb, resolved))
+            from kbsolve.solver.fixes import allow_optins, drop_pins, hardware, release
+            try:  # Z3: refusals
+                result.fixes = drop_pins(outcome.model) + \
+                    allow_optins(outcome.model, outcome.core) + \
+                    _global_batch_fix(kb, resolved, outcome.core) + \
+                    _host_ram_fix(problem, outcome.core) + hardware(_bigger(kb, resolved))
+            finally:
+                release(outcome.model)
         return result
     if outcome.timed_out:
         result.notes.append(f"the --timeout of {query.timeout:g} s ran out: " + (
