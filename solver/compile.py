@@ -17,7 +17,6 @@ from typing import Any
 
 import z3
 from z3 import z3core
-from z3.z3 import _to_expr_ref as _expr_ref  # wraps a C API term as z3py does
 
 from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
@@ -149,7 +148,8 @@ class Compiler:
 
     def diagram(self, node: ir.Node, leaf) -> z3.ExprRef | None:
         """The node's table as a reduced decision diagram of nested Ifs over the
-        options' flags, with leaf(value) at the leaves; None when too large."""
+        options' flags, with leaf(value) at the leaves (Real terms); None when too
+        large."""
         deps = sorted(self.deps(node))
         if math.prod(len(self.p.choices[k]) for k in deps) > MAX_TABLE:
             return None
@@ -161,17 +161,13 @@ class Compiler:
                       for combo in itertools.product(*[self.p.choices[k] for k in deps])]
         # blocks compared and remembered as tuples of small ints, one per distinct
         # value (a Fraction's hash is computed afresh on every use: the values are
-        # told apart by their lowest terms instead, which name one number each; a
-        # whole number by itself, an int or a Fraction alike)
+        # told apart by their lowest terms instead, as_integer_ratio, which name one
+        # number each, an int or a Fraction alike)
         distinct: dict = {}
         firsts: list = []
         codes = []
         for v in values:
-            if type(v) is int:
-                name = v
-            else:
-                name = v.numerator if v.denominator == 1 else (v.numerator, v.denominator)
-            code = distinct.setdefault(name, len(distinct))
+            code = distinct.setdefault(v.as_integer_ratio(), len(distinct))
             if code == len(firsts):
                 firsts.append(v if type(v) is Fraction else Fraction(v))
             codes.append(code)
@@ -225,14 +221,16 @@ class Compiler:
                         for j in range(len(self.p.choices[deps[level]]))]
             flags = self.flags[deps[level]]
             term = children[-1]
-            ref = self.ctx.ref()
+            ctx = self.ctx
+            ref = ctx.ref()
             for flag, child in zip(reversed(flags[:-1]), reversed(children[:-1])):
                 # z3.If through the C API (same term; the wrapper's coercions and
                 # checks were most of the diagram's cost): flag is Bool, both sides
-                # the leaves' sort
-                if not z3core.Z3_is_eq_ast(ref, child.as_ast(), term.as_ast()):
-                    term = _expr_ref(z3core.Z3_mk_ite(ref, flag.as_ast(), child.as_ast(),
-                                                      term.as_ast()), self.ctx)
+                # Real (the leaves are numerals, `real`), so the If is a Real term
+                # that is no numeral: an ArithRef, as z3py's _to_expr_ref makes it.
+                # Two terms are the same term where their pointers are (Z3_is_eq_ast)
+                if child.ast.value != term.ast.value:
+                    term = z3.ArithRef(z3core.Z3_mk_ite(ref, flag.ast, child.ast, term.ast), ctx)
             memo[key] = term
         return memo[key]
 

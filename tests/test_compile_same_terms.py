@@ -51,6 +51,26 @@ def _plain_option(self, node):
                    if v != 0]) if any(v != 0 for v in values) else self.real(0)
 
 
+def _plain_diagram(self, deps, values, leaf, level, start, memo, sizes):
+    """Compiler._diagram with z3py's If and eq (the wrapper's checks, _to_expr_ref)."""
+    size = sizes[level]
+    block = tuple(values[start:start + size])
+    if block.count(block[0]) == size:
+        return leaf(block[0])
+    key = (level, block)
+    if key not in memo:
+        stride = sizes[level + 1]
+        children = [_plain_diagram(self, deps, values, leaf, level + 1, start + j * stride,
+                                   memo, sizes)
+                    for j in range(len(self.p.choices[deps[level]]))]
+        term = children[-1]
+        for flag, child in zip(reversed(self.flags[deps[level]][:-1]), reversed(children[:-1])):
+            if not z3.eq(child, term):
+                term = z3.If(flag, child, term)
+        memo[key] = term
+    return memo[key]
+
+
 @pytest.mark.parametrize("query", QUERIES, ids=lambda q: f"{q.gpus} {q.model}")
 def test_the_shortcuts_make_the_plain_terms(kb, query, monkeypatch):
     problem = resolve(kb, query).problem
@@ -63,6 +83,7 @@ def test_the_shortcuts_make_the_plain_terms(kb, query, monkeypatch):
     with monkeypatch.context() as plain:
         plain.setattr(compile_.Compiler, "real", _plain_real)
         plain.setattr(compile_.Compiler, "_option", _plain_option)
+        plain.setattr(compile_.Compiler, "_diagram", _plain_diagram)
         plain.setattr(compile_, "INTEGRAL_OPS", frozenset())
         plain.setattr(compile_.Compiler, "_exact_values", lambda self, node, deps: (
             None if (v := exact_values(self, node, deps)) is None else [Fraction(x) for x in v]))
@@ -144,3 +165,19 @@ def test_the_operators_c_api_forms_make_z3pys_terms(kb, query, monkeypatch):
                                                                  z3=counted(plain)))
     slow = _terms(Model(problem))
     assert calls["c"] > 100 and len(fast) > 50 and fast == slow
+
+
+def test_a_diagrams_ifs_have_the_class_z3py_gives_them(kb, monkeypatch):
+    """The diagram wraps each If it makes through the C API as z3py would."""
+    problem = resolve(kb, QUERIES[0]).problem
+    made, diagram = [], compile_.Compiler.diagram
+
+    def checked(self, node, leaf):
+        term = diagram(self, node, leaf)
+        if term is not None:
+            made.append((type(term), type(z3.z3._to_expr_ref(term.as_ast(), self.ctx))))
+        return term
+    monkeypatch.setattr(compile_.Compiler, "diagram", checked)
+    Model(problem)
+    ifs = [pair for pair in made if pair[0] is z3.ArithRef]
+    assert len(ifs) > 20 and all(ours is theirs for ours, theirs in made)
