@@ -85,16 +85,17 @@ def _refused(kb: KnowledgeBase, resolved: Resolved, outcome: Outcome, result: Pl
 
 
 def _let_go(problem, model) -> None:
-    """A refusal's Z3 model (fixes.release) and the set-up its search left in the
+    """A refusal's Z3 model (prove.release) and the set-up its search left in the
     problem for the copies (Search.offer_setup: the least-memory and host-RAM
     questions, both asked by now) go with the plan, freed by reference counting.
     Each is a cycle (the model and its CoreFinder; the problem, its kept tables and
     the problem), which the cyclic collector found among the plan's garbage at the
     plan's end: 40-80k objects, 70-190 ms a refusal."""
     if model is not None:
-        from kbsolve.solver.fixes import release
+        from kbsolve.solver.prove import release
         release(model)
-    problem.__dict__.pop("_search_setups", None)
+    from kbsolve.solver.search import Search
+    Search.withdraw_setups(problem)
 
 
 def _fill(result, problem, assignment, metrics) -> None:

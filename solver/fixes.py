@@ -116,15 +116,6 @@ def _smallest_drops(model: Model, pins: dict, core: list[str] | None = None,
     return fixes
 
 
-def release(model: Model) -> None:
-    """Let the refusal's Z3 model go with the plan, by reference counting. The model
-    and its CoreFinder (prove.core_finder) refer to each other, so the pair, its Z3
-    context and every term waited for the cyclic collector: its finalizers over the
-    terms and a Z3_del_context with all of them alive cost ~30-40 ms a refusal, where
-    reference counting frees them in ~10 ms when the plan returns."""
-    model.__dict__.pop("_finder", None)
-
-
 def _pin_text(problem: Problem, part: str) -> str:
     key = part.split(":", 1)[1]
     option = problem.kb.options[key]

@@ -374,6 +374,14 @@ def core_finder(model: Model) -> CoreFinder:
     return finder
 
 
+def release(model: Model) -> None:
+    """Let `model` go by reference counting: it and its CoreFinder (core_finder) refer to
+    each other, so the pair, its Z3 context and every term waited for the cyclic
+    collector (its finalizers over the terms and a Z3_del_context with all of them alive,
+    ~30-40 ms a refusal)."""
+    model.__dict__.pop("_finder", None)
+
+
 def _likely(consent: tuple):
     """The parts a refusal's minimal core usually keeps: the budgets, the user's pins
     and the consent rules (a guess for CoreFinder.clash: it saves checks, never

@@ -185,6 +185,12 @@ class Search:
         if not any(e is self._setup_entry for e in setups):
             setups.append(self._setup_entry)
 
+    @staticmethod
+    def withdraw_setups(problem) -> None:
+        """Drop the set-ups offered in `problem` (once its copies are asked): each holds
+        tables that refer back to the problem, a cycle only the collector would free."""
+        problem.__dict__.pop("_search_setups", None)
+
     def _track(self) -> None:
         """The cells the bounds read, one slot each: memory and host RAM as
         weighted sums of tables (a term that scales another level's sum, like

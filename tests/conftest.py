@@ -351,13 +351,14 @@ def _test_files_rewritten_once_a_run(config) -> None:
     and rewrites any file it does not find. KBSOLVE_TEST_BYTECODE_AS_IS=1 turns this off."""
     if hasattr(config, "workerinput"):
         folder = os.environ.get(REWRITTEN_ENV)
-        if folder:
+        if folder and _pytest_internals_as_known():
             config.add_cleanup(read_rewritten_from(folder))
         return
     if (not sys.dont_write_bytecode or os.environ.get("KBSOLVE_TEST_BYTECODE_AS_IS")
             or config.getoption("assertmode") != "rewrite" or config.getoption("collectonly")
             or config.getoption("dist", "no") == "no"
-            or len(config.getoption("tx", None) or []) < 2):
+            or len(config.getoption("tx", None) or []) < 2
+            or not _pytest_internals_as_known()):
         return
     files = _named_test_files(config)
     if not files:
@@ -371,6 +372,22 @@ def _test_files_rewritten_once_a_run(config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop(REWRITTEN_ENV, None)
     config.add_cleanup(remove)
+
+
+def _pytest_internals_as_known() -> bool:
+    """pytest's private rewriting functions this relies on are there with the parameters
+    read here (pytest 7-9); any other pytest rewrites in each worker as it always does."""
+    import inspect
+    try:
+        from _pytest.assertion import rewrite
+        expected = {"_rewrite_test": ["fn", "config"],
+                    "_write_pyc": ["state", "co", "source_hash", "pyc"],
+                    "get_cache_dir": ["file_path"]}
+        return all(list(inspect.signature(getattr(rewrite, name)).parameters) == params
+                   for name, params in expected.items()) and hasattr(rewrite, "PYC_TAIL") \
+            and hasattr(rewrite, "assertstate_key")
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
 
 
 def _named_test_files(config) -> list:

@@ -95,7 +95,8 @@ def test_a_plan_solved_by_one_worker_is_read_by_the_others(tmp_path, monkeypatch
 def test_a_test_file_rewritten_once_is_what_pytest_reads_in_a_worker(tmp_path, request):
     from _pytest.assertion import rewrite
 
-    from conftest import read_rewritten_from, rewrite_into
+    from conftest import _pytest_internals_as_known, read_rewritten_from, rewrite_into
+    assert _pytest_internals_as_known()  # else each worker rewrites as pytest always does
     this = Path(__file__).resolve()
     (pyc,) = rewrite_into(tmp_path, [this], request.config)
     code = rewrite._read_pyc(this, pyc)  # pytest's own check of the file's hash
