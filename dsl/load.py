@@ -53,7 +53,7 @@ def parse_rules(files: list[tuple[str, str]], sink: DiagnosticSink):
     for name, text in files:
         sources.add(name, text)
         try:
-            modules.append(_parsed(text, name))
+            modules.append(parsed_module(text, name))
         except KbError as exc:
             sink.items.extend(exc.diagnostics)
             partial = True
@@ -61,7 +61,7 @@ def parse_rules(files: list[tuple[str, str]], sink: DiagnosticSink):
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed(text: str, name: str):
+def parsed_module(text: str, name: str):
     """A module's AST (immutable), parsed once per process per text: a process
     that loads the KB again (other packs, no cache) parses only what changed.
     Room for many more texts than the shipped KB's ~85 files, so that a run of

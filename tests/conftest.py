@@ -75,7 +75,7 @@ def seed_kb_cache(_shipped_kb_cache_entries):
 @pytest.fixture(scope="session", autouse=True)
 def _catalog_yaml_composed_once():
     """The catalogs' YAML files (catalog/load.py, catalog/hf.py) composed once per text in
-    this process, as dsl/load.py's `_parsed` does for the rule files: a KB built without
+    this process, as dsl/load.py's `parsed_module` does for the rule files: a KB built without
     the cache (golden diagnostics, packs, fuzzed packs: some hundreds of builds a run)
     spent ~40 % of its CPU in PyYAML's pure-Python composer on the same four files.
 

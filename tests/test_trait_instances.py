@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from kbsolve.diagnostics import DiagnosticSink
 from kbsolve.dsl import traits
-from kbsolve.dsl.load import _parsed
+from kbsolve.dsl.load import parsed_module
 
 TRAIT = 'module core.t\ntrait shared {\n  let x: count = {n}\n}\n'
 FRAMEWORK = "module fw.a for {fw}\n{pad}include shared\n"
 
 
 def _expanded(trait_text: str, framework: str = "pytorch", pad: str = ""):
-    modules = [_parsed(trait_text, "core/t.kb"),
-               _parsed(FRAMEWORK.format(fw=framework, pad=pad), f"{framework}/a.kb")]
+    modules = [parsed_module(trait_text, "core/t.kb"),
+               parsed_module(FRAMEWORK.format(fw=framework, pad=pad), f"{framework}/a.kb")]
     sink = DiagnosticSink()
     out = traits.expand(modules, sink)
     assert not sink.errors
