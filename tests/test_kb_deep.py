@@ -8,6 +8,7 @@ import pytest
 
 from kbsolve import api
 from kbsolve.cli.main import main
+from kbsolve.dsl import parse as parse_mod
 from shared_data import needs_shared
 
 PLANTED = """module planted.rules for llamafactory
@@ -93,10 +94,26 @@ def by_code(report, code: str):
     return [d for d in report.diagnostics if d.code == code]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def parsed_once():
+    """parse_module, computed once per (text, file) in this module: each deep check's
+    unused-definition pass parses every shipped file again (~1.5 s of CPU; a pure
+    function, the AST is frozen; errors are not kept)."""
+    real, memo = parse_mod.parse_module, {}
+
+    def parse_module(text: str, file: str):
+        if (text, file) not in memo:
+            memo[text, file] = real(text, file)
+        return memo[text, file]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parse_mod, "parse_module", parse_module)
+        yield memo
+
+
 # The planted packs are written for llamafactory: solving the other frameworks'
 # spaces (checked whole by test_shipped_kb_deep_check_...) would find nothing of them.
 @pytest.fixture(scope="module")
-def dead_report(tmp_path_factory):
+def dead_report(tmp_path_factory, parsed_once):
     return api.deep_check([write_pack(tmp_path_factory.mktemp("p"), "dead", DEAD)],
                           frameworks=["llamafactory"])
 

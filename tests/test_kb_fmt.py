@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,6 +12,7 @@ from kbsolve.cli.main import main
 from kbsolve.diagnostics import KbError
 from kbsolve.dsl.fmt import _tree_parser, format_text
 from kbsolve.dsl.load import shipped_root
+from kbsolve.dsl import parse as parse_mod
 from kbsolve.dsl.parse import parse_module
 
 SHIPPED = sorted(shipped_root().rglob("*.kb"))
@@ -39,10 +42,24 @@ def formatted_once(text: str, name: str = "<text>") -> str:
     return _FORMATTED[key]
 
 
+_PARSED: dict[tuple[str, str], object] = {}
+
+
+def parsed_once(text: str, name: str) -> object:
+    """parse_module, computed once per (text, file) in this module: format_text parses
+    its input again for its diagnostics, and `kb fmt` parses every file for its
+    migrations (a pure function; the AST is frozen; errors are not kept)."""
+    key = (text, name)
+    if key not in _PARSED:
+        _PARSED[key] = parse_module(text, name)
+    return _PARSED[key]
+
+
 def assert_properties(text: str, name: str = "x.kb", format_text=format_text) -> str:
-    formatted = format_text(text, name)
-    assert without_spans(parse_module(formatted, name)) == without_spans(parse_module(text, name))
-    assert format_text(formatted, name) == formatted
+    with mock.patch.object(parse_mod, "parse_module", parsed_once):
+        formatted = format_text(text, name)
+        assert without_spans(parsed_once(formatted, name)) == without_spans(parsed_once(text, name))
+        assert format_text(formatted, name) == formatted
     assert comments(formatted) == comments(text)
     return formatted
 
@@ -174,6 +191,7 @@ def test_fmt_on_a_missing_path_is_a_usage_error(tmp_path):
 def test_shipped_files_are_reported_by_name(capsys, monkeypatch):
     from kbsolve.lint import fmtfiles
     monkeypatch.setattr(fmtfiles, "format_text", formatted_once)  # the texts laid out above
+    monkeypatch.setattr(parse_mod, "parse_module", parsed_once)  # and parsed there
     code = main(["kb", "fmt", "--check"])
     lines = capsys.readouterr().out.splitlines()
     listed = [line.split(" ", 2)[2] for line in lines if line.startswith("would reformat ")]
