@@ -50,7 +50,7 @@ def consent(**fields) -> tuple:
 
 @functools.cache
 def _consent(key: str) -> tuple:
-    model = _refusal(key).model
+    model = prove.Model(_problem(key))
     optin_of = model.p.program.optin_of
     return tuple(name for name in model.parts
                  if name.startswith("rule:") and optin_of(name[5:]) is not None)
@@ -95,3 +95,29 @@ def _plain_deletion(key: str) -> tuple:
         if fresh.solver.check([fresh.marks[n] for n in plain if n != name]) == z3.unsat:
             plain.remove(name)
     return tuple(first), tuple(plain)
+
+
+def consent_drops(fields: dict, core: list | None = None) -> tuple[list, int]:
+    """The consent MaxSAT (solver/fixes._smallest_drops) on a fresh Model, with the
+    query's minimal `core` or without: (the smallest sets of consent rules to drop,
+    z3.Optimize checks it ran)."""
+    drops, asked = _consent_drops(_key(fields), None if core is None else tuple(core))
+    return [list(d) for d in drops], asked
+
+
+@functools.cache
+def _consent_drops(key: str, core: tuple | None) -> tuple:
+    from kbsolve.solver import fixes
+    model = prove.Model(_problem(key))
+    consent = {name: model.parts[name] for name in _consent(key)}
+    asked, real = [0], z3.Optimize.check
+
+    def counted(self, *args):
+        asked[0] += 1
+        return real(self, *args)
+    z3.Optimize.check = counted
+    try:
+        drops = fixes._smallest_drops(model, consent, None if core is None else list(core))
+    finally:
+        z3.Optimize.check = real
+    return tuple(tuple(d) for d in drops), asked[0]

@@ -51,8 +51,7 @@ def pins_of(model):
 def test_consent_fixes_are_the_maxsats(refused, fields):
     outcome = refused(**fields)
     checked = fixes._drops(outcome.model, consent_of(outcome.model), outcome.core)
-    fresh = Model(outcome.model.p)  # the MaxSAT on a context of its own
-    asked = fixes._smallest_drops(fresh, consent_of(fresh), outcome.core)
+    asked, _ = refusals.consent_drops(fields, outcome.core)  # on a context of its own
     assert checked and sorted(checked) == sorted(asked)
 
 

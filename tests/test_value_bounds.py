@@ -102,32 +102,19 @@ def test_no_consent_fix_is_searched_for_where_the_core_holds_no_consent_rule(kb)
     assert allow_optins(model, core) == allow_optins(model) == []
 
 
-def test_no_second_consent_fix_is_searched_for_once_the_core_s_consent_rules_are_kept(kb):
+def test_no_second_consent_fix_is_searched_for_once_the_core_s_consent_rules_are_kept():
     """70B on a 4090: the first consent fix drops ALLOW_quantization alone, so the next
     must keep it; the core (memory, host RAM and that rule) then still clashes, and the
-    answer is the one the second MaxSAT gives, without asking it."""
-    from kbsolve.solver import fixes
-    from kbsolve.solver.prove import minimal_core
-    problem = resolve(kb, Query(gpus="1x4090", model="llama3-70b")).problem
-    model = Model(problem)
-    core = minimal_core(model)
+    answer is the one the second MaxSAT gives, without asking it (tests/refusals.py: the
+    MaxSAT on a fresh Model, with the reference core and without)."""
+    fields = {"gpus": "1x4090", "model": "llama3-70b"}
+    _, core = refusals.plain_deletion(**fields)
     assert "rule:llamafactory.ALLOW_quantization" in core
-    consent = {n: p for n, p in model.parts.items() if n.startswith("rule:llamafactory.ALLOW_")}
-    asked = []
-    real = z3.Optimize.check
-
-    def counted(self, *args):
-        asked.append(1)
-        return real(self, *args)
-    z3.Optimize.check = counted
-    try:
-        with_core = fixes._smallest_drops(model, consent, core)
-        calls = len(asked)
-        without = fixes._smallest_drops(model, consent)
-    finally:
-        z3.Optimize.check = real
+    assert all(n.startswith("rule:llamafactory.ALLOW_") for n in refusals.consent(**fields))
+    with_core, calls = refusals.consent_drops(fields, core)
+    without, asked = refusals.consent_drops(fields)
     assert with_core == without == [["rule:llamafactory.ALLOW_quantization"]]
-    assert calls == 1 and len(asked) == 3  # the plain MaxSAT asks a second, unsatisfiable one
+    assert calls == 1 and asked == 2  # the plain MaxSAT asks a second, unsatisfiable one
 
 
 @pytest.mark.parametrize("gpus,model", [("1x4090", "llama3-70b"), ("2x8xRTX-4090", "llama3-70b"),
