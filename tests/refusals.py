@@ -2,7 +2,9 @@
 against, made once a process: test_fixes.py and test_value_bounds.py ask for the same
 1x4090 llama3-70b problem, its fresh finders' cores and plain deletion. Each result
 comes from a fresh Model (its own Z3 context), so it does not depend on which test asked
-first; callers only read what they get (the problem, outcome and lists are shared)."""
+first; callers only read what they get (the problem and lists are shared). Nothing
+here solves the problem or keeps a Model: a refusal's Z3 context lives no longer than
+the test module that asked for it (test_fixes' `refused`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ import z3
 
 from kbsolve.program.query import Query, resolve
 from kbsolve.solver import prove
-from kbsolve.solver.optimize import solve
 from plans import shipped_kb
 
 
@@ -29,18 +30,6 @@ def problem(**fields):
 @functools.cache
 def _problem(key: str):
     return resolve(shipped_kb(), Query(**json.loads(key))).problem
-
-
-def refusal(**fields):
-    """The solver's outcome on the query's problem, which must be refused."""
-    return _refusal(_key(fields))
-
-
-@functools.cache
-def _refusal(key: str):
-    outcome = solve(_problem(key))
-    assert outcome.status == "infeasible" and outcome.model is not None
-    return outcome
 
 
 def consent(**fields) -> tuple:

@@ -4,11 +4,15 @@ the memory sums every back end compiles are one definition (program.summed_terms
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import z3
 
 from kbsolve.program.program import link, summed_terms
+from kbsolve.program.query import Query, resolve
 from kbsolve.solver import fixes
+from kbsolve.solver.optimize import solve
 from kbsolve.solver.prove import Model
 import refusals
 from plans import shipped_kb
@@ -20,11 +24,20 @@ def kb():
 
 
 @pytest.fixture(scope="module")
-def refused():
-    """refused(**fields): the query's refusal, solved once a process (tests/refusals.py;
-    several tests take the same refusal apart; none changes its outcome, and the answers
-    they check do not depend on the checks run before on its model)."""
-    return refusals.refusal
+def refused(kb):
+    """refused(**fields): the query's refusal, solved once per module (several tests
+    take the same refusal apart; none changes its outcome, and the answers they check
+    do not depend on the checks run before on its model)."""
+    outcomes = {}
+
+    def refusal(**fields):
+        key = json.dumps(fields, sort_keys=True)
+        if key not in outcomes:
+            outcome = solve(resolve(kb, Query(**fields)).problem)
+            assert outcome.status == "infeasible" and outcome.model is not None
+            outcomes[key] = outcome
+        return outcomes[key]
+    return refusal
 
 
 @pytest.fixture(scope="module")
