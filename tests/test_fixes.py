@@ -14,6 +14,7 @@ from kbsolve.program.query import Query, resolve
 from kbsolve.solver import fixes
 from kbsolve.solver.optimize import solve
 from kbsolve.solver.prove import Model
+import refusals
 from plans import shipped_kb
 
 
@@ -40,24 +41,10 @@ def refused(kb):
 
 
 @pytest.fixture(scope="module")
-def refused_70b(refused):
+def refused_70b():
     """The problem of the refusal that several tests take apart (1x4090 llama3-70b);
     each test builds its own Model (and core finder) on it."""
-    return refused(gpus="1x4090", model="llama3-70b").model.p
-
-
-def clash_counting_checks(problem, **clash_options) -> tuple:
-    """A fresh core finder's clash(**clash_options) on the problem, and how many Z3
-    checks it ran."""
-    from kbsolve.solver.prove import CoreFinder
-    finder = CoreFinder(Model(problem))
-    checks, check = [0], finder.solver.check
-
-    def counted(*args):
-        checks[0] += 1
-        return check(*args)
-    finder.solver.check = counted
-    return finder.clash(**clash_options), checks[0]
+    return refusals.problem(gpus="1x4090", model="llama3-70b")
 
 
 def consent_of(model):
@@ -77,8 +64,7 @@ def pins_of(model):
 def test_consent_fixes_are_the_maxsats(refused, fields):
     outcome = refused(**fields)
     checked = fixes._drops(outcome.model, consent_of(outcome.model), outcome.core)
-    fresh = Model(outcome.model.p)  # the MaxSAT on a context of its own
-    asked = fixes._smallest_drops(fresh, consent_of(fresh), outcome.core)
+    asked, _ = refusals.consent_drops(fields, outcome.core)  # on a context of its own
     assert checked and sorted(checked) == sorted(asked)
 
 
@@ -117,41 +103,26 @@ def test_a_memory_sum_adds_the_programs_terms_in_key_order(kb):
             assert keys == sorted(keys)
 
 
-def test_the_cores_guess_saves_checks_and_never_changes_the_core(refused_70b):
-    from kbsolve.solver.prove import _likely
-    problem = refused_70b
-    counts, cores = [], []
-    for likely in (None, _likely(tuple(consent_of(Model(problem))))):
-        core, checks = clash_counting_checks(problem, likely=likely)
-        cores.append(core)
-        counts.append(checks)
-    assert cores[0] == cores[1] == ["memory:fit", "memory:host_fit",
-                                    "rule:llamafactory.ALLOW_quantization"]
-    assert counts[1] < counts[0]
+def test_the_cores_guess_saves_checks_and_never_changes_the_core():
+    fields = {"gpus": "1x4090", "model": "llama3-70b"}
+    (core, checks), (guessed, fewer) = (refusals.counted_clash(fields, likely=likely)
+                                        for likely in (False, True))
+    assert core == guessed == ["memory:fit", "memory:host_fit",
+                               "rule:llamafactory.ALLOW_quantization"]
+    assert fewer < checks
 
 
 @pytest.mark.parametrize("fields", [
     {"gpus": "1x4090", "model": "llama3-70b"},  # one consent rule in the core
     {"gpus": "1x4090", "model": "qwen3-30b-a3b"},  # two
 ], ids=lambda f: f"{f['gpus']}-{f['model']}")
-def test_a_run_of_consent_rules_deleted_at_once_gives_the_plain_deletions_core(
-        refused, fields):
+def test_a_run_of_consent_rules_deleted_at_once_gives_the_plain_deletions_core(fields):
     """Deleting a run of consent rules as a whole (halves where a part is needed) gives
     the core that one deletion check per part gives from the same first core."""
-    from kbsolve.solver.prove import CoreFinder, _likely
-    problem = refused(**fields).model.p
-    consent = tuple(consent_of(Model(problem)))
-    runs = [clash_counting_checks(problem, likely=_likely(consent), grouped=grouped)
-            for grouped in (None, frozenset(consent).__contains__)]
-    (ungrouped, singly), (core, grouped_checks) = runs
-    fresh = CoreFinder(Model(problem))
-    assert fresh.solver.check([fresh.marks[n] for n in fresh.marks]) == z3.unsat
-    first = sorted(str(m) for m in fresh.solver.unsat_core() if str(m) in fresh.marks)
-    plain = list(first)
-    for name in first:
-        if fresh.solver.check([fresh.marks[n] for n in plain if n != name]) == z3.unsat:
-            plain.remove(name)
-    assert core == ungrouped == plain and set(core) & set(consent)
+    (ungrouped, singly), (core, grouped_checks) = (
+        refusals.counted_clash(fields, likely=True, grouped=grouped) for grouped in (False, True))
+    _, plain = refusals.plain_deletion(**fields)
+    assert core == ungrouped == plain and set(core) & set(refusals.consent(**fields))
     if fields["model"] == "llama3-70b":  # one needed rule in a run of ten: halves pay
         assert grouped_checks < singly
 

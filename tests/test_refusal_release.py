@@ -31,6 +31,9 @@ def test_a_refusals_z3_model_context_and_problem_go_with_the_plan(monkeypatch):
     try:
         plan = api.solve({"gpus": "1x4090", "model": "llama3-70b", "top": 0}, shipped_kb())
         assert plan.status == "infeasible" and plan.core and plan.fixes
+        # its first consent fix names the flag test_consent.py's fixed query allows
+        allow = [f.allow for f in plan.fixes if f.kind == "allow"]
+        assert allow and allow[0] == ["quantization"]
         assert len(kept) == 1
         model, context, problem = kept[0]
         assert model() is None and context() is None and problem() is None

@@ -12,8 +12,9 @@ import z3
 from kbsolve import api
 from kbsolve.program.query import Query, resolve
 from kbsolve.solver.bounds import ValueBounds
-from kbsolve.solver.prove import CoreFinder, Model
+from kbsolve.solver.prove import Model
 from kbsolve.solver.search import Search
+import refusals
 
 
 @pytest.fixture(scope="module")
@@ -76,35 +77,16 @@ def test_a_value_some_plan_has_is_never_refuted(qwen):
             assert not bounds.refuted(key, value), (key, value)
 
 
-def _plain_deletion(finder: CoreFinder, core: list[str]) -> list[str]:
-    """Deletion in name order with one Z3 check per part (the reference)."""
-    core = list(core)
-    for name in list(core):
-        if finder.solver.check([finder.marks[n] for n in core if n != name]) == z3.unsat:
-            core.remove(name)
-    return core
-
-
-def test_core_deletion_skips_only_checks_it_knows_the_answer_of(kb):
+def test_core_deletion_skips_only_checks_it_knows_the_answer_of():
     """The core with checks skipped where an earlier check's core decides equals plain
-    deletion (one check per part) from the same first core, on a fresh solver."""
-    problem = resolve(kb, Query(gpus="1x4090", model="llama3-70b")).problem
-    finder = CoreFinder(Model(problem))
-    checks = []
-    check = finder.solver.check
-
-    def counted(*args):
-        checks.append(args)
-        return check(*args)
-
-    finder.solver.check = counted
-    core = finder.clash()
+    deletion (one check per part) from the same first core, on a fresh solver
+    (tests/refusals.py: a fresh finder's clash, and the reference from Z3's first core)."""
+    fields = {"gpus": "1x4090", "model": "llama3-70b"}
+    core, checks = refusals.counted_clash(fields)
     assert core and "memory:fit" in core
-    fresh = CoreFinder(Model(problem))
-    assert fresh.solver.check([fresh.marks[n] for n in fresh.marks]) == z3.unsat
-    first = sorted(str(m) for m in fresh.solver.unsat_core() if str(m) in fresh.marks)
-    assert _plain_deletion(fresh, first) == core
-    assert len(checks) < 1 + len(first)  # some deletion answered by an earlier check's core
+    first, plain = refusals.plain_deletion(**fields)
+    assert plain == core
+    assert checks < 1 + len(first)  # some deletion answered by an earlier check's core
 
 
 def test_no_consent_fix_is_searched_for_where_the_core_holds_no_consent_rule(kb):
@@ -120,32 +102,19 @@ def test_no_consent_fix_is_searched_for_where_the_core_holds_no_consent_rule(kb)
     assert allow_optins(model, core) == allow_optins(model) == []
 
 
-def test_no_second_consent_fix_is_searched_for_once_the_core_s_consent_rules_are_kept(kb):
+def test_no_second_consent_fix_is_searched_for_once_the_core_s_consent_rules_are_kept():
     """70B on a 4090: the first consent fix drops ALLOW_quantization alone, so the next
     must keep it; the core (memory, host RAM and that rule) then still clashes, and the
-    answer is the one the second MaxSAT gives, without asking it."""
-    from kbsolve.solver import fixes
-    from kbsolve.solver.prove import minimal_core
-    problem = resolve(kb, Query(gpus="1x4090", model="llama3-70b")).problem
-    model = Model(problem)
-    core = minimal_core(model)
+    answer is the one the second MaxSAT gives, without asking it (tests/refusals.py: the
+    MaxSAT on a fresh Model, with the reference core and without)."""
+    fields = {"gpus": "1x4090", "model": "llama3-70b"}
+    _, core = refusals.plain_deletion(**fields)
     assert "rule:llamafactory.ALLOW_quantization" in core
-    consent = {n: p for n, p in model.parts.items() if n.startswith("rule:llamafactory.ALLOW_")}
-    asked = []
-    real = z3.Optimize.check
-
-    def counted(self, *args):
-        asked.append(1)
-        return real(self, *args)
-    z3.Optimize.check = counted
-    try:
-        with_core = fixes._smallest_drops(model, consent, core)
-        calls = len(asked)
-        without = fixes._smallest_drops(model, consent)
-    finally:
-        z3.Optimize.check = real
+    assert all(n.startswith("rule:llamafactory.ALLOW_") for n in refusals.consent(**fields))
+    with_core, calls = refusals.consent_drops(fields, core)
+    without, asked = refusals.consent_drops(fields)
     assert with_core == without == [["rule:llamafactory.ALLOW_quantization"]]
-    assert calls == 1 and len(asked) == 3  # the plain MaxSAT asks a second, unsatisfiable one
+    assert calls == 1 and asked == 2  # the plain MaxSAT asks a second, unsatisfiable one
 
 
 @pytest.mark.parametrize("gpus,model", [("1x4090", "llama3-70b"), ("2x8xRTX-4090", "llama3-70b"),
