@@ -216,21 +216,6 @@ def _real_spec(name: str):
     return PathFinder.find_spec(name, sys.modules[parent].__path__ if parent else None)
 
 
-# the plan path's modules whose own compile calls go through the code cache in the command's
-# process too, once imported: solver/search.py's indexers (~50 small lambdas a cold plan,
-# ~4.5 ms compiled, each read back in microseconds)
-PLAN_CODE_CACHED = ("kbsolve.solver.search",)
-
-
-def _plan_code_cached() -> None:
-    """In the command's process (cache_compiled_code), PLAN_CODE_CACHED compile through the
-    code cache too; in any other nothing changes."""
-    import sys
-    codecache = sys.modules.get("kbsolve.codecache")
-    if codecache is not None and codecache.enabled():
-        codecache.enable(*(sys.modules[name] for name in PLAN_CODE_CACHED if name in sys.modules))
-
-
 def save_compiled_code() -> None:
     from kbsolve import codecache
     codecache.save()
@@ -383,7 +368,6 @@ def solve(query, kb: KnowledgeBase | None = None, *, packs: list[str] | None = N
 def _solve(query, kb: KnowledgeBase | None, packs: list[str] | None, solver: str):
     from kbsolve.program.query import Query
     from kbsolve.plan.run import plan
-    _plan_code_cached()
     knowledge = kb or load_kb(packs)
     query = query if isinstance(query, Query) else Query(**query)
     return plan(knowledge if kb is not None else _scoped(knowledge, query), query, solver)

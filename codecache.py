@@ -243,11 +243,6 @@ def enable(*modules) -> None:
         module.compile = cached_compile
 
 
-def enabled() -> bool:
-    """Whether this process compiles through the cache (the command's: enable)."""
-    return _enabled
-
-
 def disable(*modules) -> None:
     global _enabled
     _enabled = False

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kbsolve import codecache
 from kbsolve.collector import paused
 from kbsolve.dsl.memo import Kept
 from kbsolve.program.metrics import Metrics, measure, sort_key
@@ -926,13 +927,21 @@ def _writer_of(at: tuple):
     order, written out as one unpacking (`ranges[3], ranges[7] = values`: no
     loop, no pair unpacked a cell). The same cells recur across preparations
     and plans, so each text is compiled once."""
-    fn = _WRITERS.get(at)
+    targets = "".join(f"ranges[{i}], " for i in at) or "()"
+    return _generated(_WRITERS, at, f"def write(ranges, values):\n    {targets} = values\n",
+                      "<writer>")
+
+
+def _generated(kept: Kept, key, source: str, filename: str):
+    """The one function `source` defines, kept under `key`: compiled once a text
+    (codecache.compiled: across the command's processes too), without builtins."""
+    fn = kept.get(key)
     if fn is None:
-        targets = "".join(f"ranges[{i}], " for i in at) or "()"
         namespace: dict = {"__builtins__": {}}
-        exec(compile(f"def write(ranges, values):\n    {targets} = values\n", "<writer>",
-                     "exec", dont_inherit=True), namespace)
-        fn = _WRITERS.keep(at, namespace["write"])
+        exec(codecache.compiled(source, filename), namespace)
+        del namespace["__builtins__"]
+        (fn,) = namespace.values()
+        fn = kept.keep(key, fn)
     return fn
 
 
@@ -951,14 +960,10 @@ def _indexer(befores: tuple):
     loop, a tuple unpacked and a name stored per pair). A group's pairs recur
     across preparations and plans (203 distinct over 909 groups in six plans),
     so each text is compiled once."""
-    fn = _INDEXERS.get(befores)
-    if fn is None:
-        sums = ", ".join(" + ".join(f"idx[{place}] * {stride}" for place, stride in before)
-                         or "0" for before in befores)
-        fn = _INDEXERS.keep(befores, eval(compile(f"lambda idx: [{sums}]", "<indexer>",
-                                                  "eval", dont_inherit=True),
-                                          {"__builtins__": {}}))
-    return fn
+    sums = ", ".join(" + ".join(f"idx[{place}] * {stride}" for place, stride in before)
+                     or "0" for before in befores)
+    return _generated(_INDEXERS, befores, f"def index(idx):\n    return [{sums}]\n",
+                      "<indexer>")
 
 
 def _found(bases: list, g: int, readers: tuple, idx: list[int]) -> list[int]:

@@ -264,19 +264,19 @@ def test_the_commands_search_compiles_its_indexers_through_the_cache(private_cac
                                                                      monkeypatch):
     """In the command's process the search's indexers (solver/search.py) are compiled once
     per text across processes; a program importing kbsolve compiles them as before."""
-    from kbsolve import api
     from kbsolve.solver import search
-    api._plan_code_cached()  # not the command's process: nothing is shadowed
-    assert "compile" not in vars(search)
+    befores = (((0, 12), (3, 2)), ())
     monkeypatch.setattr(search, "_INDEXERS", type(search._INDEXERS)(8))  # none kept before
+    search._indexer(befores)  # not the command's process: the cache is not asked
+    assert not private_cache.used
+    monkeypatch.setattr(search, "_INDEXERS", type(search._INDEXERS)(8))
     codecache.enable()
     try:
-        api._plan_code_cached()
-        assert search.compile is codecache.cached_compile
-        indexer = search._indexer((((0, 12), (3, 2)), ()))
+        indexer = search._indexer(befores)
     finally:
-        codecache.disable(search)
+        codecache.disable()
     assert "compile" not in vars(search) and not codecache._enabled
     assert indexer([5, 0, 0, 7]) == [5 * 12 + 7 * 2, 0]
     [key] = [key for key in private_cache.used if key[1] == "<indexer>"]
-    assert key == ("lambda idx: [idx[0] * 12 + idx[3] * 2, 0]", "<indexer>", "eval", 0)
+    assert key == ("def index(idx):\n    return [idx[0] * 12 + idx[3] * 2, 0]\n",
+                   "<indexer>", "exec", 0)

@@ -84,7 +84,7 @@ ARCHITECTURE: dict[str, set[str]] = {
     # the linked program: facts, evaluation, tables, a query's problem
     "program": {"catalog", "dsl", "diagnostics", "roles", "codecache"},
     # the search: branch and bound, Z3 proofs, cores, fixes
-    "solver": {"results", "program", "dsl", "diagnostics", "collector"},
+    "solver": {"results", "program", "dsl", "diagnostics", "collector", "codecache"},
     # the plan built from a search's outcome: orchestration, sections, explanations,
     # alternatives, emission
     "plan": {"solver", "results", "program", "dsl", "diagnostics", "roles", "collector"},
