@@ -29,15 +29,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'kbsolve.api' has no attribute {name!r}")
 
 
-def cache_compiled_code(*modules) -> None:
-    """The command's process (cli/__init__.py start): code generated from text (the methods
-    `dataclasses` writes, `typing`'s forward references, each module of `modules`; the
-    linked search code) is compiled once per text and kept beside the KB cache
-    (codecache.py); save_compiled_code() writes what was compiled anew."""
-    from kbsolve import codecache
-    codecache.enable(*modules)
-
-
 PYDANTIC_PLUGIN_LOADER = "pydantic.plugin._loader"
 
 
@@ -74,6 +65,26 @@ def without_openssl() -> None:
     their files by CRC-32, codecache.framed). `secrets` is a stand-in whose names are read
     from the real module on first use; a program importing kbsolve keeps its `secrets`."""
     _first_finder(_SecretsOnUse, unless_imported="secrets")
+
+
+def without_platform() -> None:
+    """The command's process (cli/__init__.py start) imports no `platform` (its code and ten
+    regular expressions compiled as it loads: ~9 M instructions of a cold plan): pydantic
+    imports uuid, which reads only platform.system() as it loads. `platform` is a stand-in
+    whose system() is os.uname()'s system name where platform's is that very name (Linux),
+    and whose every other name is read from the real module (loaded aside on first use); a
+    program importing kbsolve keeps its `platform`."""
+    _first_finder(_PlatformOnUse, unless_imported="platform")
+
+
+def _platform_system() -> str:
+    """platform.system(): on Linux, platform.uname() keeps os.uname()'s name as it is."""
+    import os
+    uname = getattr(os, "uname", None)
+    if uname is not None and uname().sysname == "Linux":
+        return "Linux"
+    import platform  # the stand-in: the real module's answer
+    return platform.__getattr__("system")()
 
 
 # numpy imports numpy.linalg as it loads, for np.matrix and the polynomial helpers
@@ -180,6 +191,7 @@ def _no_plugins() -> tuple:
 _NoPlugins = _StandIns({PYDANTIC_PLUGIN_LOADER: {"get_plugins": _no_plugins}})
 _NoNumpyDocs = _StandIns({name: {} for name in NUMPY_DOC_MODULES})
 _SecretsOnUse = _StandIns({"secrets": {}})
+_PlatformOnUse = _StandIns({"platform": {"system": _platform_system}})
 _LinalgOnUse = _OnFirstUse(NUMPY_LINALG, NUMPY_LINALG_IMPORTED)
 
 
@@ -189,6 +201,9 @@ def _first_finder(finder: _StandIns | _OnFirstUse, unless_imported: str) -> None
     import sys
     if unless_imported not in sys.modules and finder not in sys.meta_path:
         sys.meta_path.insert(0, finder)
+
+
+LOADED_ASIDE: set[str] = set()  # the stand-ins whose real module a name was read from
 
 
 def _aside(name: str):
@@ -204,6 +219,7 @@ def _aside(name: str):
             spec = _real_spec(name)
             real.append(module_from_spec(spec))
             spec.loader.exec_module(real[0])
+            LOADED_ASIDE.add(name)
         return getattr(real[0], attr)
     return attribute
 

@@ -7,7 +7,7 @@ import os
 import sys
 import typing
 
-from kbsolve import api
+from kbsolve import codecache
 
 # Collector thresholds of the command's process (tests/conftest.py sets the same for the
 # suite): a cold plan allocates a few hundred thousand acyclic objects (modules, the
@@ -23,26 +23,30 @@ SHELL_COMPLETION = "_KBSOLVE_COMPLETE"  # set, click answers the shell (cli/main
 def start() -> None:
     """Before the command's imports: the program's process settings."""
     gc.set_threshold(*GC_THRESHOLDS)
+    # the methods dataclasses writes and typing's forward references, compiled once per
+    # text and kept beside the KB cache (codecache.py; exit_now saves them as the command
+    # ends); first, as kbsolve.api's own imports build dataclasses (diagnostics.py)
+    codecache.enable(*CODE_CACHED)
+    from kbsolve import api
     api.without_pydantic_plugins()  # nor importlib.metadata to look for them
     api.without_numpy_docstrings()  # the docs of numpy's C objects: no help is printed
     api.without_numpy_linalg()  # loaded on first use: a plan calls none of it
     api.without_openssl()  # pydantic's `secrets` read on first use
-    # the methods dataclasses writes and typing's forward references, compiled once per
-    # text and kept beside the KB cache (codecache.py; exit_now saves them as the command ends)
-    api.cache_compiled_code(*CODE_CACHED)
+    api.without_platform()  # uuid's platform.system() answered without it
 
 
 def run() -> int:
     """The `kbsolve` script (pyproject's entry point) and `python -m kbsolve`: the process
     settings first, then the command's imports, so that click's forward references and the
     rest are compiled through the code cache (an entry point at cli/main.py's main ran its
-    ~60 compilations before `start`); all of it in a roomy frame (api.with_room). A plain
+    ~60 compilations before `start`); the command in a roomy frame (api.with_room). A plain
     plan's argv (cli/plain.py) runs without click."""
+    start()
+    from kbsolve import api
     return api.with_room(_command)
 
 
 def _command() -> int:
-    start()
     from kbsolve.cli.plain import plain_params
     params = None if os.environ.get(SHELL_COMPLETION) else plain_params(sys.argv[1:])
     if params is None:  # click's to read

@@ -100,8 +100,8 @@ ARCHITECTURE: dict[str, set[str]] = {
             "dsl", "diagnostics", "diagnostic_codes", "codecache"},
     # the front ends: the CLI imports only the api and render, and starts the other front
     # end (`kbsolve mcp`, `kbsolve skill`); the MCP server reads the api and the data models
-    # its tools' schemas name
-    "cli": {"api", "render", "mcp_server"},
+    # its tools' schemas name; the CLI enables the code cache (a leaf) before the api loads
+    "cli": {"api", "render", "mcp_server", "codecache"},
     "mcp_server": {"api", "render", "results", "diagnostics"},
     "__main__": {"cli"},
     "kbsolve": {"api", "version"},
