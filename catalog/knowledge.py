@@ -135,7 +135,10 @@ _CODE: list = []  # _code()'s one value, once computed
 
 def _code_files() -> list[Path]:
     package = Path(__file__).resolve().parent.parent
-    paths = [path for folder in ("dsl", "catalog") for path in sorted((package / folder).glob("*.py"))]
+    # listed by name, as sorted(glob("*.py")) named them (a glob compiles its pattern: a
+    # regular expression of every cold plan)
+    paths = [package / folder / name for folder in ("dsl", "catalog")
+             for name in sorted(os.listdir(package / folder)) if name.endswith(".py")]
     # which codes a `silence` may name; which roles a `role` may name
     return paths + [package / "diagnostic_codes.py", package / "roles.py"]
 
