@@ -243,6 +243,53 @@ def enable(*modules) -> None:
         module.compile = cached_compile
 
 
+class _OnImport:
+    """The import system's finder of modules that compile generated source as they load: the
+    module is found and loaded as ever (on its parent's path), its namespace given the
+    cache's exec and compile before its first line runs."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.names:
+            return None
+        from importlib.machinery import PathFinder
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _Shadowing(spec.loader)
+        return spec
+
+
+class _Shadowing:
+    """A module's loader whose module runs with the cache's exec and compile (enable)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.exec = cached_exec
+        module.compile = cached_compile
+        self.loader.exec_module(module)
+
+    def __getattr__(self, name: str):  # get_source, get_code, ... as the loader's
+        return getattr(self.loader, name)
+
+
+def enable_on_import(*names: str) -> None:
+    """As enable(), for modules not imported yet that compile generated source as they load
+    (typing_inspection.typing_objects: 30 functions written as text); one already imported
+    is left as it is."""
+    global _enabled
+    _enabled = True
+    waiting = tuple(name for name in names if name not in sys.modules)
+    if waiting and not any(isinstance(f, _OnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _OnImport(waiting))
+
+
 def disable(*modules) -> None:
     global _enabled
     _enabled = False

@@ -17,6 +17,9 @@ from kbsolve import codecache
 # in `kbsolve mcp` alike.
 GC_THRESHOLDS = (100_000, 50, 100)
 CODE_CACHED = (dataclasses, typing)
+# modules that write functions as text as they load (pydantic imports this one): their exec
+# through the code cache too, from their first line
+CODE_CACHED_ON_IMPORT = ("typing_inspection.typing_objects",)
 SHELL_COMPLETION = "_KBSOLVE_COMPLETE"  # set, click answers the shell (cli/main.py's command)
 
 
@@ -27,6 +30,7 @@ def start() -> None:
     # text and kept beside the KB cache (codecache.py; exit_now saves them as the command
     # ends); first, as kbsolve.api's own imports build dataclasses (diagnostics.py)
     codecache.enable(*CODE_CACHED)
+    codecache.enable_on_import(*CODE_CACHED_ON_IMPORT)
     from kbsolve import api
     api.without_pydantic_plugins()  # nor importlib.metadata to look for them
     api.without_numpy_docstrings()  # the docs of numpy's C objects: no help is printed
