@@ -216,6 +216,19 @@ def cached_exec(source, globals=None, locals=None, /, **kwargs):
     return builtins.exec(source, globals, locals, **kwargs)
 
 
+def cached_eval(source, globals=None, locals=None, /):
+    """builtins.eval, a string compiled through the cache (as the builtin compiles it: its
+    leading spaces and tabs stripped)."""
+    if globals is None:
+        frame = sys._getframe(1)
+        globals = frame.f_globals
+        if locals is None:
+            locals = frame.f_locals
+    if isinstance(source, str):
+        source = CACHE.code(source.lstrip(" \t"), "<string>", "eval", _inherited(1))
+    return builtins.eval(source, globals, locals)
+
+
 def cached_compile(source, filename, mode, flags=0, dont_inherit=False, optimize=-1,
                    **kwargs):
     """builtins.compile, a string compiled through the cache where the result is a code
@@ -235,18 +248,19 @@ _enabled = False
 
 def enable(*modules) -> None:
     """The command's process compiles through the cache: `compiled()` everywhere, and
-    `modules`' own exec and compile calls (their globals shadow the builtins)."""
+    `modules`' own exec, eval and compile calls (their globals shadow the builtins)."""
     global _enabled
     _enabled = True
     for module in modules:
         module.exec = cached_exec
+        module.eval = cached_eval
         module.compile = cached_compile
 
 
 class _OnImport:
     """The import system's finder of modules that compile generated source as they load: the
     module is found and loaded as ever (on its parent's path), its namespace given the
-    cache's exec and compile before its first line runs."""
+    cache's exec, eval and compile before its first line runs."""
 
     def __init__(self, names: tuple[str, ...]):
         self.names = names
@@ -262,7 +276,7 @@ class _OnImport:
 
 
 class _Shadowing:
-    """A module's loader whose module runs with the cache's exec and compile (enable)."""
+    """A module's loader whose module runs with the cache's exec, eval and compile (enable)."""
 
     def __init__(self, loader):
         self.loader = loader
@@ -271,8 +285,7 @@ class _Shadowing:
         return self.loader.create_module(spec)
 
     def exec_module(self, module) -> None:
-        module.exec = cached_exec
-        module.compile = cached_compile
+        module.exec, module.eval, module.compile = cached_exec, cached_eval, cached_compile
         self.loader.exec_module(module)
 
     def __getattr__(self, name: str):  # get_source, get_code, ... as the loader's
@@ -294,7 +307,8 @@ def disable(*modules) -> None:
     global _enabled
     _enabled = False
     for module in modules:
-        for name, ours in (("exec", cached_exec), ("compile", cached_compile)):
+        for name, ours in (("exec", cached_exec), ("eval", cached_eval),
+                           ("compile", cached_compile)):
             if getattr(module, name, None) is ours:
                 delattr(module, name)
 

@@ -1,11 +1,10 @@
 """The kbsolve command (cli/main.py). `start` tunes the process the command owns; a
 program that imports kbsolve keeps its own settings."""
 
-import dataclasses
 import gc
+import importlib
 import os
 import sys
-import typing
 
 from kbsolve import codecache
 
@@ -16,7 +15,10 @@ from kbsolve import codecache
 # (issue 25). A pass every 100,000 allocations still frees cycles, in long searches and
 # in `kbsolve mcp` alike.
 GC_THRESHOLDS = (100_000, 50, 100)
-CODE_CACHED = (dataclasses, typing)
+# modules whose exec, eval and compile go through the code cache in the command's process,
+# each enabled before the next is imported (collections: namedtuple's __new__, of which
+# dataclasses' imports build ~10)
+CODE_CACHED = ("collections", "dataclasses", "typing")
 # modules that write functions as text as they load (pydantic imports this one): their exec
 # through the code cache too, from their first line
 CODE_CACHED_ON_IMPORT = ("typing_inspection.typing_objects",)
@@ -29,7 +31,8 @@ def start() -> None:
     # the methods dataclasses writes and typing's forward references, compiled once per
     # text and kept beside the KB cache (codecache.py; exit_now saves them as the command
     # ends); first, as kbsolve.api's own imports build dataclasses (diagnostics.py)
-    codecache.enable(*CODE_CACHED)
+    for name in CODE_CACHED:
+        codecache.enable(importlib.import_module(name))
     codecache.enable_on_import(*CODE_CACHED_ON_IMPORT)
     from kbsolve import api
     api.without_pydantic_plugins()  # nor importlib.metadata to look for them
