@@ -21,3 +21,14 @@ def test_defaults_are_each_options_default_and_read_only(kb):
         assert program.defaults is program.defaults
         with pytest.raises(TypeError):
             program.defaults[next(iter(program.defaults), "x")] = None
+
+
+def test_a_pin_that_makes_an_optins_change_waives_its_consent_rule(kb):
+    from kbsolve.program.query import Query, resolve
+
+    def consent(*pins):
+        problem = resolve(kb, Query(gpus="1x4090", model="qwen3-8b", set=list(pins))).problem
+        return {r.id for r in problem.consent}
+
+    free, pinned = consent(), consent("quantization_bit=4")
+    assert "ALLOW_quantization" in free and free - pinned == {"ALLOW_quantization"}
