@@ -303,8 +303,9 @@ class Search:
             if not isinstance(cell, Table) or cell.kind != "num":
                 continue
             lifts = spread(cell)
-            if lifts:  # the table's least value scales its lifts (found once per table)
-                scale = max(abs(float(np.nanmin(cell.floats()))), 1e-30)
+            if lifts:  # the table's least value scales its lifts (found once per table;
+                # np.nanmin's own reduction, without its all-nan warning's check)
+                scale = max(abs(float(np.fmin.reduce(cell.floats(), axis=None))), 1e-30)
             for axis, lift in lifts.items():
                 score[axis] = max(score[axis], lift / scale)
         for cell in self.memory:

@@ -59,3 +59,27 @@ def test_a_table_with_a_value_left_nowhere_has_no_spread():
     assert _allowed_spread(table, [np.array([True, True]), np.zeros(3, dtype=bool)],
                            [2, 0]) == {}
     _check(table, [np.array([False, True]), np.array([True, False, True])])
+
+
+def _lifts_over_whole_tables(search, allowed: list) -> list[float]:
+    """Search._lifts as it read before: Table.spread and np.nanmin over whole tables."""
+    score = [0.0] * len(search.keys)
+    for cell in search.cells:
+        if isinstance(cell, Table) and cell.kind == "num":
+            lifts = cell.spread(allowed)
+            if lifts:
+                scale = max(abs(float(np.nanmin(cell.floats()))), 1e-30)
+            for axis, lift in lifts.items():
+                score[axis] = max(score[axis], lift / scale)
+    for cell in search.memory:
+        if isinstance(cell, Table):
+            for axis, lift in cell.spread(allowed).items():
+                score[axis] += lift / max(search.budget, 1.0)
+    return score
+
+
+@pytest.mark.parametrize("gpus,model", [("1xA100", "qwen3-8b"), ("8xA100", "wan14b")])
+def test_the_search_orders_lifts_are_those_over_whole_tables(gpus, model):
+    search = prepared_search(gpus, model)
+    assert search._lifts(search.allowed) == _lifts_over_whole_tables(search, search.allowed)
+    assert any(search._lifts(search.allowed))
