@@ -292,11 +292,12 @@ class Search:
             spreads = self._spreads
 
         counts = [int(mask.sum()) for mask in allowed]
+        firsts = [int(mask.argmax()) for mask in allowed]
 
         def spread(cell) -> dict:
             found = spreads.get(id(cell))
             if found is None:
-                found = spreads[id(cell)] = (cell, _allowed_spread(cell, allowed, counts))
+                found = spreads[id(cell)] = (cell, _allowed_spread(cell, allowed, counts, firsts))
             return found[1]
 
         for cell in self.cells:
@@ -747,29 +748,34 @@ class Search:
         return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
 
 
-def _allowed_spread(cell, allowed: list, counts: list) -> dict[int, float]:
-    """cell.spread(allowed) (`counts`: each axis's allowed values), read off the
-    table of the allowed values alone: spread() hides the left-out values as +inf,
-    which no minimum takes while every axis keeps a value, and an axis with one
-    value left has the table's least value as its own; minima are exact, so the
-    same floats over ~2 % of the cells (bench.warm's plans: 15.5k of 944k)."""
+def _allowed_spread(cell, allowed: list, counts: list, firsts: list) -> dict[int, float]:
+    """cell.spread(allowed) (`counts`: each axis's allowed values, `firsts`: its first
+    one), read off the table of the allowed values alone: spread() hides the
+    left-out values as +inf, which no minimum takes while every axis keeps a value,
+    and an axis with one value left (indexed away) has the table's least value as
+    its own; minima are exact, so the same floats over ~2 % of the cells
+    (bench.warm's plans: 15.5k of 944k)."""
     if cell.kind != "num" or not cell.deps:
         return {}
     if not all(counts[axis] for axis in cell.deps):
         return {}
-    part = cell.floats()
-    for i, axis in enumerate(cell.deps):
-        if counts[axis] < part.shape[i]:
-            part = part.compress(allowed[axis], axis=i)
+    part = cell.floats()[tuple(firsts[axis] if counts[axis] == 1 else slice(None)
+                               for axis in cell.deps)]
+    opened = [axis for axis in cell.deps if counts[axis] > 1]
+    for j, axis in enumerate(opened):
+        if counts[axis] < part.shape[j]:
+            part = part.compress(allowed[axis], axis=j)
     floor = float(part.min())
     out = {}
-    every = tuple(range(part.ndim))
-    for i, axis in enumerate(cell.deps):
-        if part.shape[i] == 1:  # the least value over every cell
+    every = tuple(range(len(opened)))
+    j = 0
+    for axis in cell.deps:
+        if counts[axis] == 1:  # the least value over every cell
             if math.isfinite(floor):
                 out[axis] = floor - floor
             continue
-        per_value = part.min(axis=every[:i] + every[i + 1:]) if part.ndim > 1 else part
+        per_value = part.min(axis=every[:j] + every[j + 1:]) if part.ndim > 1 else part
+        j += 1
         per_value = per_value[np.isfinite(per_value)]
         if per_value.size:
             out[axis] = float(per_value.max()) - floor

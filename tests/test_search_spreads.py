@@ -23,7 +23,8 @@ def _same(found: dict, expected: dict) -> bool:
 
 def _check(table: Table, allowed: list) -> None:
     counts = [int(mask.sum()) for mask in allowed]
-    assert _same(_allowed_spread(table, allowed, counts), table.spread(allowed))
+    firsts = [int(mask.argmax()) for mask in allowed]
+    assert _same(_allowed_spread(table, allowed, counts, firsts), table.spread(allowed))
 
 
 @pytest.mark.parametrize("gpus,model", [("8xA100", "qwen3-8b"), ("8xH100", "flux1-dev")])
@@ -57,7 +58,7 @@ def test_a_table_with_a_value_left_nowhere_has_no_spread():
     table = Table((0, 1), (2, 3), np.arange(6.0).reshape(2, 3), "num", False)
     _check(table, [np.array([True, False]), np.array([False, False, False])])
     assert _allowed_spread(table, [np.array([True, True]), np.zeros(3, dtype=bool)],
-                           [2, 0]) == {}
+                           [2, 0], [0, 0]) == {}
     _check(table, [np.array([False, True]), np.array([True, False, True])])
 
 
