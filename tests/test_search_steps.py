@@ -20,7 +20,7 @@ def kb():
     return api.load_kb()
 
 
-def _domains(kb, gpus: str, model: str, counted: list | None = None):
+def _domains(kb, gpus: str, model: str):
     search = Search(resolve(kb, Query(gpus=gpus, model=model)).problem)
     why: dict = {}
     return search, search.domains(why=why), why
