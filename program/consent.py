@@ -49,8 +49,7 @@ def waived(kb: KnowledgeBase, optin: OptIn, evaluator, pins: dict[str, Any]) -> 
     import itertools
     import math
     program = link(kb, optin.framework)
-    base = {o.key: o.default for o in program.options}
-    base.update(pins)
+    base = {**program.defaults, **pins}
     free = sorted(k for k in program.reads[("optins", optin.key)].options
                   if k not in pins and kb.options[k].domain is not None)
     domains = [kb.options[k].domain for k in free]

@@ -20,8 +20,10 @@ let shared by many formulas is walked once for all of them).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Mapping
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase, Let, Option, OptIn, Rule
@@ -222,6 +224,11 @@ class Program:
 
     def table(self, name: str) -> tuple:
         return getattr(self, name)
+
+    @functools.cached_property
+    def defaults(self) -> Mapping[str, Any]:
+        """Each option's default, by key (found once per Program; read-only)."""
+        return MappingProxyType({o.key: o.default for o in self.options})
 
     def entry(self, table: str, key: str):
         """The entry of `table` with this key (KeyError when the framework lacks it)."""

@@ -25,8 +25,8 @@ from kbsolve.collector import paused
 from kbsolve.dsl.memo import Kept
 from kbsolve.program.metrics import Metrics, measure, sort_key
 from kbsolve.program.program import kept
-from kbsolve.program.tables import (_MISS, Expr, Table, Tables, allowed_mask, masked,
-                                    read_bounds, reader_of, rule_tables)
+from kbsolve.program.tables import (_MISS, Expr, Table, Tables, _keep_within, allowed_mask,
+                                    masked, read_bounds, reader_of, rule_tables)
 from kbsolve.solver.guard import expired
 
 NODE_BUDGET = 200_000
@@ -42,6 +42,7 @@ TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
 # layout of the tables (the explanations keep the problem's order).
 READS_FIRST = 1 / 3
 STEPS_KEPT = 4096  # domains()' table steps kept per Search (_step)
+STEP_CELLS = 1 << 22  # cells of the rule arrays whose steps are kept per KB (_step)
 CUT_ON_TIME = True  # _State.dfs cuts a child on its time before reading its memory
 
 
@@ -290,18 +291,22 @@ class Search:
         if allowed is getattr(self, "allowed", None):  # the set-up's own masks
             spreads = self._spreads
 
+        counts = [int(mask.sum()) for mask in allowed]
+        firsts = [int(mask.argmax()) for mask in allowed]
+
         def spread(cell) -> dict:
             found = spreads.get(id(cell))
             if found is None:
-                found = spreads[id(cell)] = (cell, cell.spread(allowed))
+                found = spreads[id(cell)] = (cell, _allowed_spread(cell, allowed, counts, firsts))
             return found[1]
 
         for cell in self.cells:
             if not isinstance(cell, Table) or cell.kind != "num":
                 continue
             lifts = spread(cell)
-            if lifts:  # the table's least value scales its lifts (found once per table)
-                scale = max(abs(float(np.nanmin(cell.floats()))), 1e-30)
+            if lifts:  # the table's least value scales its lifts (found once per table;
+                # np.nanmin's own reduction, without its all-nan warning's check)
+                scale = max(abs(float(np.fmin.reduce(cell.floats(), axis=None))), 1e-30)
             for axis, lift in lifts.items():
                 score[axis] = max(score[axis], lift / scale)
         for cell in self.memory:
@@ -387,10 +392,21 @@ class Search:
         the table's order, (axis, its mask after the step, the value indices
         lost, whether none is left). A pure function of the table and the
         masks, kept per Search: an explanation's clash() asks the same tables
-        with the same masks again (nine in ten of its steps over bench.warm's plans)."""
-        memo = self._step_memo
-        key = (id(cell), b"".join([mask.tobytes() for mask in masks]))
-        found = memo.get(key)
+        with the same masks again (nine in ten of its steps over bench.warm's plans).
+        A table over a kept read-only array (the tables shared across queries,
+        program/tables.py _shared_build) keeps its steps per KB, by the array
+        (held by the entry, so its id is never another's), its axes and the masks:
+        a later query's domains() asks most of them again (609 of 853 over six
+        warm plans); bounded by the cells of the arrays held (STEP_CELLS)."""
+        masks_key = b"".join([mask.tobytes() for mask in masks])
+        array = cell.array
+        if array.flags.writeable:
+            memo, key, owner = self._step_memo, (id(cell), masks_key), cell
+        else:
+            memo = kept(self.p.kb, "rule_steps")
+            key, owner = (id(array), cell.deps, cell.sizes, masks_key), array
+        entry = memo.get(key)
+        found = entry[1] if entry is not None and entry[0] is owner else None
         if found is None:
             masked_ = cell.array & allowed_mask(cell.sizes, masks)
             found = []
@@ -399,12 +415,15 @@ class Search:
                 support = masked_.any(axis=others) if others else masked_
                 lost = masks[i] & ~support
                 if lost.any():
-                    kept = masks[i] & support
-                    found.append((axis, kept, [int(v) for v in np.flatnonzero(lost)],
-                                  not kept.any()))
-            if len(memo) >= STEPS_KEPT:
-                memo.clear()
-            memo[key] = found
+                    left = masks[i] & support
+                    found.append((axis, left, [int(v) for v in np.flatnonzero(lost)],
+                                  not left.any()))
+            if owner is cell:
+                if len(memo) >= STEPS_KEPT:
+                    memo.clear()
+                memo[key] = (owner, found)
+            else:  # bounded by the cells of the arrays it holds
+                _keep_within(memo, key, (owner, found), array.size, STEP_CELLS)
         return found
 
     # ---- the search
@@ -727,6 +746,40 @@ class Search:
 
     def assignment(self, idx: list[int]) -> dict[str, Any]:
         return {key: self.p.choices[key][i] for key, i in zip(self.order, idx)}
+
+
+def _allowed_spread(cell, allowed: list, counts: list, firsts: list) -> dict[int, float]:
+    """cell.spread(allowed) (`counts`: each axis's allowed values, `firsts`: its first
+    one), read off the table of the allowed values alone: spread() hides the
+    left-out values as +inf, which no minimum takes while every axis keeps a value,
+    and an axis with one value left (indexed away) has the table's least value as
+    its own; minima are exact, so the same floats over ~2 % of the cells
+    (bench.warm's plans: 15.5k of 944k)."""
+    if cell.kind != "num" or not cell.deps:
+        return {}
+    if not all(counts[axis] for axis in cell.deps):
+        return {}
+    part = cell.floats()[tuple(firsts[axis] if counts[axis] == 1 else slice(None)
+                               for axis in cell.deps)]
+    opened = [axis for axis in cell.deps if counts[axis] > 1]
+    for j, axis in enumerate(opened):
+        if counts[axis] < part.shape[j]:
+            part = part.compress(allowed[axis], axis=j)
+    floor = float(part.min())
+    out = {}
+    every = tuple(range(len(opened)))
+    j = 0
+    for axis in cell.deps:
+        if counts[axis] == 1:  # the least value over every cell
+            if math.isfinite(floor):
+                out[axis] = floor - floor
+            continue
+        per_value = part.min(axis=every[:j] + every[j + 1:]) if part.ndim > 1 else part
+        j += 1
+        per_value = per_value[np.isfinite(per_value)]
+        if per_value.size:
+            out[axis] = float(per_value.max()) - floor
+    return out
 
 
 class _Done(Exception):
