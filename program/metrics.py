@@ -108,12 +108,15 @@ def _objective(problem: Problem, assignment: dict[str, Any], run) -> dict[str, A
     main = problem.throughput_work
     first = work[f"{main.framework}.{main.name}"] if main else Fraction(1)
     tpw = step / first if first else step
-    prefs: dict[int, Fraction] = {}
+    scores: dict[int, list] = {}  # tier -> its scores (a false flag's 0 left out)
     for pref in problem.program.preferences:
         value = run(pref.expr)
-        score = (pref.weight if value else 0) if isinstance(value, bool) else \
-            pref.weight * Fraction(value)
-        prefs[pref.tier] = prefs.get(pref.tier, Fraction(0)) + score
+        tier = scores.setdefault(pref.tier, [])
+        if not isinstance(value, bool):
+            tier.append(_fraction(pref.weight * Fraction(value)))
+        elif value:
+            tier.append(_fraction(pref.weight))
+    prefs = {tier: total(values) for tier, values in scores.items()}
     warnings = [f"{w.framework}.{w.id}" for w in problem.program.warnings
                 if _fires(run, w.expr)]
     defaults = sum(1 for key in problem.choices

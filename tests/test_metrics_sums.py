@@ -41,7 +41,8 @@ def test_total_and_product_are_the_step_by_step_results():
 def test_measured_levels_and_step_time_as_summed_term_by_term(query):
     """On the plan and every single-option change of it: each memory level is its
     terms (and the levels inside it) added one by one, and the step time is the
-    time terms' sum times each factor in turn."""
+    time terms' sum times each factor in turn; each preference tier its scores added
+    one by one, the tiers in the same order."""
     kb = api.load_kb()
     problem = resolve(kb, query).problem
     found = Search(problem).run()
@@ -62,4 +63,13 @@ def test_measured_levels_and_step_time_as_summed_term_by_term(query):
         for factor in measured.factors.values():
             step *= factor
         assert measured.step_time == step
+        run = problem.evaluator.remembering(assignment)
+        prefs: dict = {}
+        for pref in problem.program.preferences:
+            value = run(pref.expr)
+            score = (pref.weight if value else 0) if isinstance(value, bool) else \
+                pref.weight * Fraction(value)
+            prefs[pref.tier] = prefs.get(pref.tier, Fraction(0)) + score
+        assert measured.preferences == prefs
+        assert list(measured.preferences) == list(prefs)
     assert len(assignments) > 20
