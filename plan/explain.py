@@ -120,7 +120,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
     parts that rule it out."""
     finder: list = []
 
-    def by_z3(key, value):
+    def by_z3(key, value, outside=False):
         if not finder:
             from kbsolve.solver.prove import CoreFinder, Model  # Z3, only when asked
             finder.append(CoreFinder(model or Model(problem)))
@@ -133,7 +133,9 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
     local = _local_rules(problem)
     bounds = ValueBounds(search)  # per-value answers from the search's tables, read once
 
-    def clash(key, value):
+    def clash(key, value, outside=False):
+        """`outside`: arc consistency took key=value out (_Views.taken_out), so no
+        plan has it and no repair is tried."""
         for changes, _ in met[len(seen):]:
             seen.append(None)
             witnessed.update((k, repr(v)) for k, v in changes.items())
@@ -146,7 +148,7 @@ def _oracle(problem: Problem, model: Model | None, search, assignment: dict[str,
                 allows = satisfiable(problem, [rule], others, {**assignment, key: value})
             if not allows:
                 return [name]
-        repaired = _repaired(problem, search, assignment, key, value, views)
+        repaired = None if outside else _repaired(problem, search, assignment, key, value, views)
         if repaired is not None:
             met.append(repaired)
             return None
@@ -214,20 +216,23 @@ def _repaired(problem: Problem, search, assignment: dict[str, Any], key: str, va
 
 def _decided(problem: Problem, clash, option, value, assignment, metrics,
              base: dict, met: list, search, views: _Views) -> Choice:
-    alternatives = [v for v in problem.choices[option.key] if v != value]
+    alternatives = [(i, v) for i, v in enumerate(problem.choices[option.key]) if v != value]
     blocked: dict[Any, list[str]] = {}
     open_: list[Any] = []
     neighbours: dict[Any, Any] = {}
     best_key = sort_key(metrics)
     plan_view = views(assignment)
-    for alt in alternatives:
+    taken = views.taken_out(option.key, assignment) if plan_view is not None else ()
+    for index, alt in alternatives:
         settled = _settled(problem, {**assignment, option.key: alt}, views.conditional)
-        neighbour = _Neighbour(problem, settled, search, metrics, best_key, plan_view, views)
+        outside = index in taken and settled[option.key] is alt  # kept, not reset
+        neighbour = _Neighbour(problem, settled, search, metrics, best_key, plan_view, views,
+                               outside)
         neighbours[alt] = neighbour
         if neighbour.feasible:
             met.append((changed(assignment, settled),
                         neighbour))
-        core = None if neighbour.feasible else clash(option.key, alt)
+        core = None if neighbour.feasible else clash(option.key, alt, outside)
         if core is None:
             open_.append(alt)
         else:
@@ -485,6 +490,7 @@ class _Views:
         self.conditional = _conditional(problem)
         self._tracker = None
         self._memo: dict[tuple, Any] = {}
+        self._pins_kept: tuple | None = None  # (plan, whether it keeps every pin)
 
     def __call__(self, assignment: dict[str, Any]):
         s = self.search
@@ -499,6 +505,22 @@ class _Views:
             found = self._memo[slot] = s.view(assignment)
         return found
 
+    def taken_out(self, key: str, plan: dict[str, Any]) -> frozenset[int]:
+        """The indices of key's values that arc consistency took out of its domain
+        (search.allowed), where the plan keeps every pin: a neighbour of the plan
+        that changes key to one of them is outside (search.outside), known without
+        its view; empty where unknown. Read after a view of the plan (prepared)."""
+        s = self.search
+        pins = self._pins_kept
+        if pins is None or pins[0] is not plan:
+            pins = self._pins_kept = (plan, not any(plan.get(k) != v
+                                                    for k, v in s.p.pinned.items()))
+        if not pins[1]:
+            return frozenset()
+        mask = s.allowed[s.keys.index(key)]
+        return frozenset() if mask.all() else \
+            frozenset([i for i, kept in enumerate(mask.tolist()) if not kept])
+
 
 _MISSING = object()
 
@@ -509,13 +531,15 @@ class _Neighbour:
     wherever its numbers are shown."""
 
     def __init__(self, problem: Problem, assignment: dict[str, Any], search, plan: Metrics,
-                 plan_key: tuple, plan_view, views: _Views):
+                 plan_key: tuple, plan_view, views: _Views, outside: bool = False):
         self.problem, self.assignment = problem, assignment
         self.plan, self.plan_key, self.plan_view = plan, plan_key, plan_view
         self._exact: Metrics | None = None
-        self.view = views(assignment) if plan_view is not None else None
-        # a value arc consistency took out: a rule is broken, known without measuring
-        self.ruled_out = self.view is None and plan_view is not None and \
+        # a value arc consistency took out (`outside`: known by the caller, no view
+        # read): a rule is broken, known without measuring; infeasible and not valid
+        # as a broken view would say, and nothing reads an invalid neighbour's view
+        self.view = views(assignment) if plan_view is not None and not outside else None
+        self.ruled_out = outside or self.view is None and plan_view is not None and \
             search.outside(assignment)
         if self.view is not None and self.view.feasible and any(
                 _near(a, b) and a != b for a, b in zip(self.view.key, plan_view.key)):

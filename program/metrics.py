@@ -67,14 +67,15 @@ def measure(problem: Problem, assignment: dict[str, Any], lazy: bool = False) ->
                   and not _same(assignment[o.key], o.default) and not run(o.when)]
     memory, host = {}, {}
     order = memory_levels(problem.kb)
-    levels = {level: Fraction(0) for level in order}
+    parts: dict[str, list] = {level: [] for level in order}
     for term in problem.memory_inner_first:
         value = _fraction(run(term.expr))
         if term.location == "host":
             host[f"{term.framework}.{term.name}"] = value
             continue
         memory[f"{term.framework}.{term.name}"] = value
-        levels[term.level] += value
+        parts[term.level].append(value)
+    levels = {level: total(parts[level]) for level in order}
     for inner, outer in zip(order, order[1:]):  # each level includes the ones inside it
         levels[outer] += levels[inner]
     if lazy:
@@ -101,20 +102,21 @@ def _objective(problem: Problem, assignment: dict[str, Any], run) -> dict[str, A
     for term in problem.program.speed:
         value = _fraction(run(term.expr))
         (times if term.kind == "time" else factors)[f"{term.framework}.{term.name}"] = value
-    step = sum(times.values(), Fraction(0))
-    for factor in factors.values():
-        step *= factor
+    step = product(total(times.values()), factors.values())
     work = {f"{t.framework}.{t.name}": _fraction(run(t.expr)) for t in
             problem.program.work}
     main = problem.throughput_work
     first = work[f"{main.framework}.{main.name}"] if main else Fraction(1)
     tpw = step / first if first else step
-    prefs: dict[int, Fraction] = {}
+    scores: dict[int, list] = {}  # tier -> its scores (a false flag's 0 left out)
     for pref in problem.program.preferences:
         value = run(pref.expr)
-        score = (pref.weight if value else 0) if isinstance(value, bool) else \
-            pref.weight * Fraction(value)
-        prefs[pref.tier] = prefs.get(pref.tier, Fraction(0)) + score
+        tier = scores.setdefault(pref.tier, [])
+        if not isinstance(value, bool):
+            tier.append(_fraction(pref.weight * Fraction(value)))
+        elif value:
+            tier.append(_fraction(pref.weight))
+    prefs = {tier: total(values) for tier, values in scores.items()}
     warnings = [f"{w.framework}.{w.id}" for w in problem.program.warnings
                 if _fires(run, w.expr)]
     defaults = sum(1 for key in problem.choices
@@ -136,6 +138,28 @@ class _Pending(Metrics):
             raise AttributeError(name)
         self.__dict__.update(_objective(*self.__dict__.pop("_pending")))
         return self.__dict__[name]
+
+
+def total(values) -> Fraction:
+    """sum(values, Fraction(0)) of Fractions: the same Fraction, normalised once
+    (Fraction's + finds a gcd at every step, in Python)."""
+    n, d = 0, 1
+    for value in values:
+        vn, vd = value._numerator, value._denominator
+        if vd == d:
+            n += vn
+        else:
+            n, d = n * vd + vn * d, d * vd
+    return Fraction(n, d)
+
+
+def product(first: Fraction, factors) -> Fraction:
+    """first times each of the Fractions `factors`, in turn: the same Fraction,
+    normalised once."""
+    n, d = first._numerator, first._denominator
+    for factor in factors:
+        n, d = n * factor._numerator, d * factor._denominator
+    return Fraction(n, d)
 
 
 def _fraction(value) -> Fraction:
