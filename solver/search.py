@@ -866,8 +866,8 @@ class Tracker:
         """The readers of some cells at place k as (tables, expressions, the
         distinct (place, stride) pairs before k the tables read, each found
         once a node by parent(), and their indexer, _indexer's). A table's:
-        (slot, stride of place k, its level's low and high, listed, which of
-        those pairs); an expression's (or a table of
+        (slot, stride of place k, its level's low and high (_indexable),
+        listed, which of those pairs); an expression's (or a table of
         codes'): (slot, cell, memo level j, memo key), j and the key as
         Expr.bound finds them (they depend on k only, for this preparation),
         the key None where bound() itself answers. Tables are read before
@@ -885,7 +885,7 @@ class Tracker:
                 pairs, low, high, listed = level
                 stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
                     else (0, pairs)  # not read at k (never, for a cell at place k): all before
-                tables.append((i, stride, low, high, listed,
+                tables.append((i, stride, _indexable(low), _indexable(high), listed,
                                befores.setdefault(before, len(befores))))
         return tables, exprs, list(befores), _indexer(tuple(befores))
 
@@ -972,12 +972,28 @@ def _found(bases: list, g: int, readers: tuple, idx: list[int]) -> list[int]:
     return found
 
 
+def _indexable(values):
+    """A level's side as _tables and _rules_hold index it: a list as it is, a
+    flat array as a memoryview (a cell read as .item() reads it, the same
+    Python value, without a method call; no copy), or as its list where its
+    dtype has no such view (objects, a foreign byte order)."""
+    if type(values) is list:
+        return values
+    if values.ndim == 1 and values.dtype.isnative and values.dtype.char in _VIEWED:
+        return memoryview(values)
+    return values.tolist()
+
+
+_VIEWED = "?bBhHiIlLqQfd"  # dtypes whose memoryview reads a cell as .item() does
+
+
 def _tables(ranges: list, value: int, tables: list, bases: list) -> None:
-    """Table.bound's reads at place k set to `value` (its level found once):
-    the node's index plus the value times the table's stride of place k."""
-    for i, stride, low, high, listed, before in tables:
+    """Table.bound's reads at place k set to `value` (its level found once,
+    each side indexable: _indexable): the node's index plus the value times
+    the table's stride of place k."""
+    for i, stride, low, high, _, before in tables:
         at = bases[before] + value * stride
-        ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
+        ranges[i] = (low[at], high[at])
 
 
 def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
@@ -1147,8 +1163,8 @@ class _State:
     def _rule_checks(self, k: int) -> tuple:
         """The rules read at place k (on first use per preparation, kept in
         rule_readers[k]): (checks, indexer), a table's check (None, the stride
-        of place k, its level's high side, listed, which distinct pairs before
-        k), an expression's (cell, ...); the indexer finds the pairs' indices
+        of place k, its level's high side (_indexable), listed, which distinct
+        pairs before k), an expression's (cell, ...); the indexer finds the pairs' indices
         once a node (_indexer), as a tracker group's."""
         checks, befores = [], {}
         for cell, level in (reader_of(cell, k + 1) for cell in self.s.rules_at[k]):
@@ -1158,7 +1174,8 @@ class _State:
             pairs, _, high, listed = level
             stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
                 else (0, pairs)
-            checks.append((None, stride, high, listed, befores.setdefault(before, len(befores))))
+            checks.append((None, stride, _indexable(high), listed,
+                           befores.setdefault(before, len(befores))))
         found = self.s.rule_readers[k] = (checks, _indexer(tuple(befores)))
         return found
 
@@ -1167,13 +1184,13 @@ class _State:
         (`bases`: the node's indices over the places before k, _rule_checks')."""
         idx = self.idx
         value = idx[k]
-        for cell, stride, high, listed, before in checks:
+        for cell, stride, high, _, before in checks:
             if cell is not None:
                 if not cell.bound(k + 1, idx)[1]:
                     return False
                 continue
             at = bases[before] + value * stride
-            if not (high[at] if listed else high.item(at)):
+            if not high[at]:
                 return False
         return True
 
