@@ -1258,8 +1258,14 @@ def _beyond(low: float, ceiling: float) -> bool:
 
 
 def _sortable(child) -> tuple:
-    bound, value = child[0], child[1]
-    return tuple(x if x == x else -float("inf") for x in bound) + (value,)
+    """A child's sort key: its bound, a nan read as -inf, then its value. The
+    bound itself where it holds no nan (nearly always: no tuple rebuilt)."""
+    bound = child[0]
+    for x in bound:
+        if x != x:
+            bound = tuple(y if y == y else -math.inf for y in bound)
+            break
+    return bound + (child[1],)
 
 
 def _lex_less(a: tuple, b: tuple, allow_equal: bool) -> bool:
