@@ -629,7 +629,11 @@ class Search:
         if not self.prepare():
             return None
         p = self.p
-        idx = [p.choices[key].index(assignment[key]) for key in self.order]
+        positions = self.__dict__.get("_positions") or self._find_positions()
+        try:  # a value's position by one dict read (its choices' tuple.index compares each)
+            idx = [positions[key][assignment[key]] for key in self.order]
+        except (KeyError, TypeError):  # a value not among its choices, or unhashable
+            idx = [p.choices[key].index(assignment[key]) for key in self.order]
         n = len(idx)
         if self.view_readers is None:  # the full levels, found once per preparation
             self.view_readers = ([reader_of(cell, n) for _, cell in self.rules],
@@ -652,6 +656,12 @@ class Search:
         fits = memory <= self.budget and (not self.host_terms or host <= self.host_budget)
         key = self.objective_bound(ranges, memory, kept)
         return View(broken, fits, key[1] if self.objective == "memory" else key[0], key, memory)
+
+    def _find_positions(self) -> dict[str, dict]:
+        """Per option: its values' positions in its choices (view's, found once)."""
+        found = self._positions = {key: _positions(values)
+                                   for key, values in self.p.choices.items()}
+        return found
 
     def outside(self, assignment: dict[str, Any]) -> bool:
         """Whether a full assignment that keeps every pin has a value that arc
@@ -826,7 +836,9 @@ class Tracker:
             for i, n, w, side in terms:  # a negative weight reads the high end
                 delta += w * (ranges[i][side] - before[n][side])
             total = node_totals[t]
-            if delta != delta or math.isinf(total) or math.isinf(delta):
+            # x - x is 0.0 for a finite x, nan for inf or nan (no call): delta not
+            # finite, or total infinite (a nan total goes on as before)
+            if delta - delta or (total - total and total == total):
                 totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
             else:
                 totals[t] = total + delta if delta else total
@@ -1013,6 +1025,19 @@ def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
         ranges[i] = cell.bound(k + 1, idx)
 
 
+def _positions(values: tuple) -> dict:
+    """value -> its position in `values`, the first of equal values (as
+    tuple.index finds it: equal values hash alike); {} where one is unhashable
+    (view then reads the tuple)."""
+    found: dict = {}
+    try:
+        for i, value in enumerate(values):
+            found.setdefault(value, i)
+    except TypeError:
+        return {}
+    return found
+
+
 def _free_defaults(defaults: list[int], domains) -> list[int]:
     """Per place k: how many places from k on may still take their default
     (a suffix count, once per search rather than a sum per place)."""
@@ -1046,6 +1071,8 @@ class _State:
         self.pruned = [0] * n
         self.time_firsts: list = [None] * n  # _time_first
         self.free_defaults = _free_defaults(search.defaults, domains)
+        self.memory_cap = search.budget * (1 + TOLERANCE)  # _fits', found once a search
+        self.host_cap = search.host_budget * (1 + TOLERANCE) if search.host_terms else None
 
     def dfs(self, k: int, defaults: int = 0) -> None:
         """Children in the order of their bounds, best first, so that the first
@@ -1077,6 +1104,7 @@ class _State:
         checks, rule_index = s.rule_readers[k] or self._rule_checks(k)
         rule_bases = rule_index(self.idx)
         cut: list = []
+        free = self.free_defaults[k + 1]  # _bounds(k + 1, ...)'s defaults still free
         if timed:
             ceiling = best[0]
             moves = tracker.times_at[k]  # else every child has the node's time
@@ -1111,7 +1139,7 @@ class _State:
                         bound = (self._memory(),)
                     else:  # the rest of the cells only for a child that fits
                         tracker.update_rest(ranges, k, self.idx, parent)
-                        bound = self._bounds(k + 1, kept, time)
+                        bound = s.objective_bound(ranges, totals[0], kept + free, time)
                     children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
                 else:
                     self.pruned[k] += 1
@@ -1155,10 +1183,10 @@ class _State:
         return self.totals[0]
 
     def _fits(self) -> bool:
-        s = self.s
-        if self.totals[0] > s.budget * (1 + TOLERANCE):
+        totals = self.totals
+        if totals[0] > self.memory_cap:
             return False
-        return not s.host_terms or self.totals[1] <= s.host_budget * (1 + TOLERANCE)
+        return self.host_cap is None or totals[1] <= self.host_cap
 
     def _rule_checks(self, k: int) -> tuple:
         """The rules read at place k (on first use per preparation, kept in
