@@ -648,7 +648,11 @@ class Search:
         if not self.prepare():
             return None
         p = self.p
-        idx = [p.choices[key].index(assignment[key]) for key in self.order]
+        positions = self.__dict__.get("_positions") or self._find_positions()
+        try:  # a value's position by one dict read (its choices' tuple.index compares each)
+            idx = [positions[key][assignment[key]] for key in self.order]
+        except (KeyError, TypeError):  # a value not among its choices, or unhashable
+            idx = [p.choices[key].index(assignment[key]) for key in self.order]
         n = len(idx)
         if self.view_readers is None:  # the full levels, found once per preparation
             self.view_readers = ([reader_of(cell, n) for _, cell in self.rules],
@@ -671,6 +675,12 @@ class Search:
         fits = memory <= self.budget and (not self.host_terms or host <= self.host_budget)
         key = self.objective_bound(ranges, memory, kept)
         return View(broken, fits, key[1] if self.objective == "memory" else key[0], key, memory)
+
+    def _find_positions(self) -> dict[str, dict]:
+        """Per option: its values' positions in its choices (view's, found once)."""
+        found = self._positions = {key: _positions(values)
+                                   for key, values in self.p.choices.items()}
+        return found
 
     def outside(self, assignment: dict[str, Any]) -> bool:
         """Whether a full assignment that keeps every pin has a value that arc
@@ -879,7 +889,9 @@ class Tracker:
             for i, n, w, side in terms:  # a negative weight reads the high end
                 delta += w * (ranges[i][side] - before[n][side])
             total = node_totals[t]
-            if delta != delta or math.isinf(total) or math.isinf(delta):
+            # x - x is 0.0 for a finite x, nan for inf or nan (no call): delta not
+            # finite, or total infinite (a nan total goes on as before)
+            if delta - delta or (total - total and total == total):
                 totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
             else:
                 totals[t] = total + delta if delta else total
@@ -919,8 +931,8 @@ class Tracker:
         """The readers of some cells at place k as (tables, expressions, the
         distinct (place, stride) pairs before k the tables read, each found
         once a node by parent(), and their indexer, _indexer's). A table's:
-        (slot, stride of place k, its level's low and high, listed, which of
-        those pairs); an expression's (or a table of
+        (slot, stride of place k, its level's low and high (_indexable),
+        listed, which of those pairs); an expression's (or a table of
         codes'): (slot, cell, memo level j, memo key), j and the key as
         Expr.bound finds them (they depend on k only, for this preparation),
         the key None where bound() itself answers. Tables are read before
@@ -938,7 +950,7 @@ class Tracker:
                 pairs, low, high, listed = level
                 stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
                     else (0, pairs)  # not read at k (never, for a cell at place k): all before
-                tables.append((i, stride, low, high, listed,
+                tables.append((i, stride, _indexable(low), _indexable(high), listed,
                                befores.setdefault(before, len(befores))))
         return tables, exprs, list(befores), _indexer(tuple(befores))
 
@@ -1025,12 +1037,28 @@ def _found(bases: list, g: int, readers: tuple, idx: list[int]) -> list[int]:
     return found
 
 
+def _indexable(values):
+    """A level's side as _tables and _rules_hold index it: a list as it is, a
+    flat array as a memoryview (a cell read as .item() reads it, the same
+    Python value, without a method call; no copy), or as its list where its
+    dtype has no such view (objects, a foreign byte order)."""
+    if type(values) is list:
+        return values
+    if values.ndim == 1 and values.dtype.isnative and values.dtype.char in _VIEWED:
+        return memoryview(values)
+    return values.tolist()
+
+
+_VIEWED = "?bBhHiIlLqQfd"  # dtypes whose memoryview reads a cell as .item() does
+
+
 def _tables(ranges: list, value: int, tables: list, bases: list) -> None:
-    """Table.bound's reads at place k set to `value` (its level found once):
-    the node's index plus the value times the table's stride of place k."""
-    for i, stride, low, high, listed, before in tables:
+    """Table.bound's reads at place k set to `value` (its level found once,
+    each side indexable: _indexable): the node's index plus the value times
+    the table's stride of place k."""
+    for i, stride, low, high, _, before in tables:
         at = bases[before] + value * stride
-        ranges[i] = (low[at], high[at]) if listed else (low.item(at), high.item(at))
+        ranges[i] = (low[at], high[at])
 
 
 def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
@@ -1048,6 +1076,19 @@ def _exprs(ranges: list, k: int, idx: list[int], exprs: list) -> None:
                 ranges[i] = found
                 continue
         ranges[i] = cell.bound(k + 1, idx)
+
+
+def _positions(values: tuple) -> dict:
+    """value -> its position in `values`, the first of equal values (as
+    tuple.index finds it: equal values hash alike); {} where one is unhashable
+    (view then reads the tuple)."""
+    found: dict = {}
+    try:
+        for i, value in enumerate(values):
+            found.setdefault(value, i)
+    except TypeError:
+        return {}
+    return found
 
 
 def _free_defaults(defaults: list[int], domains) -> list[int]:
@@ -1083,6 +1124,8 @@ class _State:
         self.pruned = [0] * n
         self.time_firsts: list = [None] * n  # _time_first
         self.free_defaults = _free_defaults(search.defaults, domains)
+        self.memory_cap = search.budget * (1 + TOLERANCE)  # _fits', found once a search
+        self.host_cap = search.host_budget * (1 + TOLERANCE) if search.host_terms else None
 
     def dfs(self, k: int, defaults: int = 0) -> None:
         """Children in the order of their bounds, best first, so that the first
@@ -1114,6 +1157,7 @@ class _State:
         checks, rule_index = s.rule_readers[k] or self._rule_checks(k)
         rule_bases = rule_index(self.idx)
         cut: list = []
+        free = self.free_defaults[k + 1]  # _bounds(k + 1, ...)'s defaults still free
         if timed:
             ceiling = best[0]
             moves = tracker.times_at[k]  # else every child has the node's time
@@ -1148,7 +1192,7 @@ class _State:
                         bound = (self._memory(),)
                     else:  # the rest of the cells only for a child that fits
                         tracker.update_rest(ranges, k, self.idx, parent)
-                        bound = self._bounds(k + 1, kept, time)
+                        bound = s.objective_bound(ranges, totals[0], kept + free, time)
                     children.append((bound, value, kept, tracker.taken(ranges, totals, k)))
                 else:
                     self.pruned[k] += 1
@@ -1192,16 +1236,16 @@ class _State:
         return self.totals[0]
 
     def _fits(self) -> bool:
-        s = self.s
-        if self.totals[0] > s.budget * (1 + TOLERANCE):
+        totals = self.totals
+        if totals[0] > self.memory_cap:
             return False
-        return not s.host_terms or self.totals[1] <= s.host_budget * (1 + TOLERANCE)
+        return self.host_cap is None or totals[1] <= self.host_cap
 
     def _rule_checks(self, k: int) -> tuple:
         """The rules read at place k (on first use per preparation, kept in
         rule_readers[k]): (checks, indexer), a table's check (None, the stride
-        of place k, its level's high side, listed, which distinct pairs before
-        k), an expression's (cell, ...); the indexer finds the pairs' indices
+        of place k, its level's high side (_indexable), listed, which distinct
+        pairs before k), an expression's (cell, ...); the indexer finds the pairs' indices
         once a node (_indexer), as a tracker group's."""
         checks, befores = [], {}
         for cell, level in (reader_of(cell, k + 1) for cell in self.s.rules_at[k]):
@@ -1211,7 +1255,8 @@ class _State:
             pairs, _, high, listed = level
             stride, before = (pairs[-1][1], pairs[:-1]) if pairs and pairs[-1][0] == k \
                 else (0, pairs)
-            checks.append((None, stride, high, listed, befores.setdefault(before, len(befores))))
+            checks.append((None, stride, _indexable(high), listed,
+                           befores.setdefault(before, len(befores))))
         found = self.s.rule_readers[k] = (checks, _indexer(tuple(befores)))
         return found
 
@@ -1220,13 +1265,13 @@ class _State:
         (`bases`: the node's indices over the places before k, _rule_checks')."""
         idx = self.idx
         value = idx[k]
-        for cell, stride, high, listed, before in checks:
+        for cell, stride, high, _, before in checks:
             if cell is not None:
                 if not cell.bound(k + 1, idx)[1]:
                     return False
                 continue
             at = bases[before] + value * stride
-            if not (high[at] if listed else high.item(at)):
+            if not high[at]:
                 return False
         return True
 
@@ -1294,8 +1339,14 @@ def _beyond(low: float, ceiling: float) -> bool:
 
 
 def _sortable(child) -> tuple:
-    bound, value = child[0], child[1]
-    return tuple(x if x == x else -float("inf") for x in bound) + (value,)
+    """A child's sort key: its bound, a nan read as -inf, then its value. The
+    bound itself where it holds no nan (nearly always: no tuple rebuilt)."""
+    bound = child[0]
+    for x in bound:
+        if x != x:
+            bound = tuple(y if y == y else -math.inf for y in bound)
+            break
+    return bound + (child[1],)
 
 
 def _lex_less(a: tuple, b: tuple, allow_equal: bool) -> bool:
