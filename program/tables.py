@@ -85,7 +85,7 @@ class Table:
         masks = [allowed[place] for place in places]
         if self._reuse(perm, masks, places):
             return
-        self._full = [None, perm, masks]  # laid out on first use (_laid_out)
+        self._full = [None, perm, masks, _MISS]  # laid out on first use (_laid_out, _boxed)
         self._levels = [None] * (len(places) + 1)
         self._search_deps = places
         self._keep(perm, masks)
@@ -100,7 +100,11 @@ class Table:
         search sets and no reader of that one side reads on the other."""
         full = self._full
         if full[0] is None:
-            _, perm, masks = full
+            boxed = self._boxed()
+            if boxed is not None:  # mostly hidden: the allowed cells set into the fills
+                full[0] = _unboxed(boxed, len(full[2]), self._fills())
+                return full[0]
+            _, perm, masks, _ = full
             low = self.array.astype(np.int8) if self.kind == "bool" else self.array
             low = np.transpose(low, perm) if perm != sorted(perm) else low
             left_out = _left_out(masks)
@@ -145,15 +149,19 @@ class Table:
 
     def _level(self, j: int):
         """(strides, low, high) over the first j search-ordered axes, built on
-        first use from the nearest level below it (most levels of most tables
-        are never read). Small levels become lists (faster to index); large
+        first use from the allowed cells (_box) or else from the nearest level
+        below it (most levels of most tables are never read). Small levels become lists (faster to index); large
         ones stay flat arrays, read with .item()."""
-        above = j + 1
-        while above < len(self._levels) and self._levels[above] is None:
-            above += 1
-        low, high = self._laid_out() if above >= len(self._levels) - 1 or \
-            self._levels[above] is None else self._levels[above][3]
-        if j < low.ndim:
+        boxed = self._boxed() if j < len(self._search_deps) else None
+        if boxed is not None:
+            low, high = self._box_level(boxed, j)
+        else:
+            above = j + 1
+            while above < len(self._levels) and self._levels[above] is None:
+                above += 1
+            low, high = self._laid_out() if above >= len(self._levels) - 1 or \
+                self._levels[above] is None else self._levels[above][3]
+        if boxed is None and j < low.ndim:
             if self.need == "low":
                 low = high = _reduced(np.fmin, low, j)
             elif self.need == "high":
@@ -168,6 +176,41 @@ class Table:
         level = (pairs, flat_low, flat_high, (low, high), type(flat_low) is list)
         self._levels[j] = level
         return level
+
+    def _fills(self) -> tuple:
+        """The values _laid_out hides left-out cells with: (low side, high side)."""
+        if self.kind == "bool":
+            return 1, 0
+        if self.need == "both":
+            return np.inf, -np.inf
+        fill = np.inf if self.need == "low" else -np.inf
+        return fill, fill
+
+    def _boxed(self):
+        """The allowed cells alone (_box), found once per layout; None where
+        levels are reduced from the whole layout."""
+        full = self._full
+        if full[3] is _MISS:
+            full[3] = _box(self.array, self.kind, full[1], full[2])
+        return full[3]
+
+    def _box_level(self, boxed, j: int) -> tuple:
+        """Level j's (low, high) arrays from the allowed cells (_box): each
+        cell of the level reduces its allowed cells and the hidden fills, and a
+        fill never wins (+inf under fmin, -inf under fmax, 1 and 0 for bools)
+        where an allowed cell is there; a cell with none is its fill."""
+        fill_low, fill_high = self._fills()
+        if self.need == "low":
+            low = high = _box_reduced(np.fmin, boxed, j, fill_low)
+        elif self.need == "high":
+            low = high = _box_reduced(np.fmax, boxed, j, fill_high)
+        else:
+            low, high = _box_reduced(np.fmin, boxed, j, fill_low), \
+                _box_reduced(np.fmax, boxed, j, fill_high)
+        if high is low:
+            low = high = _array(low)
+            return low, high
+        return _array(low), _array(high)
 
     def bound(self, k: int, idx: list[int]):
         """(low, high) over every completion of the first k options of the
@@ -1000,6 +1043,75 @@ def _hidden(array, left_out: list, fill):
     for i, outside in left_out:
         out[(slice(None),) * i + (outside,)] = fill
     return out
+
+
+BOX_SHARE = 2  # a layout whose allowed cells are at most 1/BOX_SHARE of it is boxed
+
+
+def _box(array, kind: str, perm: list, masks: list):
+    """(kept, box, positions) for a float or bool table whose masks leave out
+    most of its cells: per axis in search order the allowed values (`kept`),
+    the cells at them alone in that order (`box`, bools as int8), and per
+    level j the flat places of the box's first j axes in the level (filled
+    on use). None where the layout is reduced whole: nothing or little left
+    out, exact (object) or code tables, and a NaN or a -0.0 among the
+    allowed cells (a min or max of them is then not one value's bits
+    whatever cells and order numpy reduces them in)."""
+    if kind not in ("num", "bool") or array.dtype.kind not in "fb" or not masks:
+        return None
+    if all(mask.all() for mask in masks):
+        return None
+    kept = [np.flatnonzero(mask) for mask in masks]
+    if math.prod(len(k) for k in kept) * BOX_SHARE > math.prod(m.size for m in masks):
+        return None
+    box = array
+    for i in sorted(range(len(kept)), key=lambda i: len(kept[i]) / masks[i].size):
+        if len(kept[i]) < masks[i].size:
+            box = box.take(kept[i], axis=perm[i])
+    box = np.ascontiguousarray(np.transpose(box, perm) if perm != sorted(perm) else box)
+    if kind == "bool":
+        box = box.astype(np.int8)
+    elif np.isnan(box).any() or (np.signbit(box) & (box == 0)).any():
+        return None
+    return kept, box, [np.zeros(1, dtype=np.intp)], tuple(m.size for m in masks)
+
+
+def _box_places(boxed, j: int):
+    """The flat places, in level j (row-major over the first j axes), of the
+    box's cells over those axes, in the box's row-major order."""
+    kept, _, places, sizes = boxed
+    while len(places) <= j:
+        i = len(places) - 1
+        places.append((places[i][:, None] * sizes[i] + kept[i][None, :]).ravel())
+    return places[j]
+
+
+def _box_reduced(ufunc, boxed, j: int, fill):
+    """Level j as _reduced makes it from the whole layout hidden with `fill`:
+    the box reduced over its axes from j on, set at its places in an array
+    of fills (0-d: the scalar _reduced gives, for _array)."""
+    kept, box, _, sizes = boxed
+    if j == 0:
+        return box.dtype.type(fill) if box.size == 0 else ufunc.reduce(box, axis=None)
+    level = np.full(sizes[:j], fill, dtype=box.dtype)
+    if box.size:
+        part = box if j == box.ndim else _reduced(ufunc, box, j)
+        level.reshape(-1)[_box_places(boxed, j)] = part.reshape(-1)
+    return level
+
+
+def _unboxed(boxed, n: int, fills: tuple) -> tuple:
+    """The whole layout from the box: (low, high), each its fill where a value
+    is left out and the table's cell elsewhere (_hidden's arrays; one array
+    for both where the fills agree)."""
+    _, box, _, sizes = boxed
+    out = []
+    for fill in dict.fromkeys(fills):
+        whole = np.full(sizes, fill, dtype=box.dtype)
+        if box.size:
+            whole.reshape(-1)[_box_places(boxed, n)] = box.reshape(-1)
+        out.append(whole)
+    return (out[0], out[-1])
 
 
 LIST_LIMIT = 2048  # levels up to this many cells are read as lists
