@@ -149,12 +149,16 @@ class Table:
 
     def _level(self, j: int):
         """(strides, low, high) over the first j search-ordered axes, built on
-        first use from the allowed cells (_box) or else from the nearest level
-        below it (most levels of most tables are never read). Small levels become lists (faster to index); large
-        ones stay flat arrays, read with .item()."""
-        boxed = self._boxed() if j < len(self._search_deps) else None
+        first use (most levels of most tables are never read) from the allowed
+        cells (_box_read) or else from the nearest level below it. Small levels
+        become lists (faster to index); large ones stay flat arrays, read with
+        .item() (or _Filled dicts, from the allowed cells)."""
+        boxed = self._boxed()
+        if boxed is not None and j:
+            level = self._levels[j] = self._box_read(boxed, j)
+            return level
         if boxed is not None:
-            low, high = self._box_level(boxed, j)
+            low, high = self._box_level(boxed)
         else:
             above = j + 1
             while above < len(self._levels) and self._levels[above] is None:
@@ -194,19 +198,36 @@ class Table:
             full[3] = _box(self.array, self.kind, full[1], full[2])
         return full[3]
 
-    def _box_level(self, boxed, j: int) -> tuple:
-        """Level j's (low, high) arrays from the allowed cells (_box): each
-        cell of the level reduces its allowed cells and the hidden fills, and a
-        fill never wins (+inf under fmin, -inf under fmax, 1 and 0 for bools)
-        where an allowed cell is there; a cell with none is its fill."""
+    def _box_read(self, boxed, j: int) -> tuple:
+        """Level j >= 1 from the allowed cells (_box_level's cells), read as
+        _level's lists are: a list of its cells, or for a level of more than
+        LIST_LIMIT cells a dict of its allowed ones that reads the fill
+        anywhere else (_Filled: not the whole array, nor .item() a read)."""
+        fill_low, fill_high = self._fills()
+        if j == len(boxed[3]):  # the whole layout's sides, as _laid_out hides them
+            flat_low = _box_flat(None, boxed, j, fill_low)
+            flat_high = flat_low if fill_high == fill_low else _box_flat(None, boxed, j, fill_high)
+        elif self.need == "low":
+            flat_low = flat_high = _box_flat(np.fmin, boxed, j, fill_low)
+        elif self.need == "high":
+            flat_low = flat_high = _box_flat(np.fmax, boxed, j, fill_high)
+        else:
+            flat_low, flat_high = _box_flat(np.fmin, boxed, j, fill_low), \
+                _box_flat(np.fmax, boxed, j, fill_high)
+        pairs = tuple(zip(self._search_deps[:j], _strides(boxed[3][:j])))
+        return pairs, flat_low, flat_high, None, True
+
+    def _box_level(self, boxed) -> tuple:
+        """Level 0's (low, high) arrays from the allowed cells (_box): the
+        least (greatest) allowed cell, as _reduced's scalar made an array."""
+        box = boxed[1]
         fill_low, fill_high = self._fills()
         if self.need == "low":
-            low = high = _box_reduced(np.fmin, boxed, j, fill_low)
+            low = high = _box_least(np.fmin, box, fill_low)
         elif self.need == "high":
-            low = high = _box_reduced(np.fmax, boxed, j, fill_high)
+            low = high = _box_least(np.fmax, box, fill_high)
         else:
-            low, high = _box_reduced(np.fmin, boxed, j, fill_low), \
-                _box_reduced(np.fmax, boxed, j, fill_high)
+            low, high = _box_least(np.fmin, box, fill_low), _box_least(np.fmax, box, fill_high)
         if high is low:
             low = high = _array(low)
             return low, high
@@ -1062,10 +1083,9 @@ def _box(array, kind: str, perm: list, masks: list):
     whatever cells and order numpy reduces them in)."""
     if kind not in ("num", "bool") or array.dtype.kind not in "fb" or not masks:
         return None
-    if all(mask.all() for mask in masks):
-        return None
-    kept = [np.flatnonzero(mask) for mask in masks]
-    if math.prod(len(k) for k in kept) * BOX_SHARE > math.prod(m.size for m in masks):
+    kept = [mask.nonzero()[0] for mask in masks]  # (flatnonzero: a wrapper of it)
+    cells, whole = math.prod(len(k) for k in kept), math.prod(m.size for m in masks)
+    if cells == whole or cells * BOX_SHARE > whole:  # nothing or little left out
         return None
     box = array
     for i in sorted(range(len(kept)), key=lambda i: len(kept[i]) / masks[i].size):
@@ -1104,18 +1124,44 @@ def _box_places(boxed, j: int):
     return places[j]
 
 
-def _box_reduced(ufunc, boxed, j: int, fill):
-    """Level j as _reduced makes it from the whole layout hidden with `fill`:
-    the box reduced over its axes from j on, set at its places in an array
-    of fills (0-d: the scalar _reduced gives, for _array)."""
-    kept, box, _, sizes = boxed
-    if j == 0:
-        return box.dtype.type(fill) if box.size == 0 else ufunc.reduce(box, axis=None)
-    level = np.full(sizes[:j], fill, dtype=box.dtype)
+def _box_least(ufunc, box, fill):
+    """ufunc (np.fmin or np.fmax) over the whole layout hidden with `fill`, as
+    _reduced gives it (a numpy scalar): over the allowed cells alone, as a
+    fill never wins where an allowed cell is there; the fill where none is."""
+    return box.dtype.type(fill) if box.size == 0 else ufunc.reduce(box, axis=None)
+
+
+class _Filled(dict):
+    """A level's allowed cells by flat place; any other place reads the fill."""
+
+    __slots__ = ("fill",)
+
+    def __missing__(self, at):
+        return self.fill
+
+
+def _box_flat(ufunc, boxed, j: int, fill):
+    """Level j >= 1 of the whole layout hidden with `fill`, as _flat reads it
+    (the same Python values: tolist's), without the array: each cell of the
+    level reduces its allowed cells and the fills, and a fill never wins
+    (+inf under fmin, -inf under fmax, 1 and 0 for bools) where an allowed
+    cell is there; a cell with none is its fill. A list, or past LIST_LIMIT
+    cells a _Filled."""
+    _, box, _, sizes = boxed
+    size = math.prod(sizes[:j])
     if box.size:
         part = box if j == box.ndim else _reduced(ufunc, box, j)
-        level.reshape(-1)[_box_places(boxed, j)] = part.reshape(-1)
-    return level
+        places, values = _box_places(boxed, j).tolist(), part.ravel().tolist()
+    else:
+        places = values = []
+    if size > LIST_LIMIT:
+        flat = _Filled(zip(places, values))
+        flat.fill = fill
+        return flat
+    flat = [fill] * size
+    for at, value in zip(places, values):
+        flat[at] = value
+    return flat
 
 
 def _unboxed(boxed, n: int, fills: tuple) -> tuple:

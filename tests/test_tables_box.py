@@ -1,6 +1,6 @@
 """A table's levels from its allowed cells alone (program/tables.py `_box`): on
-real searches, every level and layout built from the box is, to the bit and
-the type, the one reduced from the whole hidden layout as before; a NaN or a
+real searches, every level built from the box reads, to the bit and the type,
+the cells reduced from the whole hidden layout as before; a NaN or a
 -0.0 among the allowed cells keeps the whole-layout path."""
 
 from __future__ import annotations
@@ -43,54 +43,57 @@ def _whole_layout(table) -> tuple:
 
 
 def _whole_level(table, j: int) -> tuple:
+    """Level j as _level reduced it from the whole layout, flat (_flat)."""
     low, high = _whole_layout(table)
-    if table.need == "low":
-        low = high = T._reduced(np.fmin, low, j)
-    elif table.need == "high":
-        low = high = T._reduced(np.fmax, high, j)
-    else:
-        low, high = T._reduced(np.fmin, low, j), T._reduced(np.fmax, high, j)
-    low, high = T._array(low), (T._array(high) if high is not low else None)
-    return low, (low if high is None else high)
+    if j < low.ndim:
+        if table.need == "low":
+            low = high = T._reduced(np.fmin, low, j)
+        elif table.need == "high":
+            low = high = T._reduced(np.fmax, high, j)
+        else:
+            low, high = T._reduced(np.fmin, low, j), T._reduced(np.fmax, high, j)
+        low, high = T._array(low), (T._array(high) if high is not low else None)
+        high = low if high is None else high
+    flat = T._flat(low)
+    return low.size, flat, (flat if high is low else T._flat(high))
 
 
-def _bits(array) -> list:
-    """Each cell's type and bits (a float's IEEE bytes: -0.0 is not 0.0)."""
-    return [(type(v), struct.pack("d", v) if isinstance(v, float) else v)
-            for v in array.ravel().tolist()]
+def _cells(flat, size: int) -> list:
+    """Each cell a level reads, with its type and bits (a float's IEEE bytes:
+    -0.0 is not 0.0)."""
+    values = flat.tolist() if isinstance(flat, np.ndarray) else [flat[at] for at in range(size)]
+    return [(type(v), struct.pack("d", v) if isinstance(v, float) else v) for v in values]
 
 
 def _same(a, b) -> None:
     assert a.dtype == b.dtype and a.shape == b.shape
-    if a.dtype == object:
-        assert _bits(a) == _bits(b)
-    else:
-        assert a.tobytes() == b.tobytes()
+    assert a.tobytes() == b.tobytes()
 
 
 @pytest.mark.parametrize("fields", QUERIES)
-def test_levels_from_the_box_are_the_whole_layouts(kb, fields):
+def test_levels_from_the_box_read_the_whole_layouts(kb, fields):
     search = Search(resolve(kb, Query(**fields)).problem)
     assert search.prepare()
     key = next(k for a, k in enumerate(search.keys) if search.allowed[a].sum() > 2)
     value = search.p.choices[key][int(np.flatnonzero(search.allowed[search.keys.index(key)])[1])]
-    boxed = 0
+    boxed = filled = 0
     for masks, axes in ((search.allowed, search.axes),
                         (why_masks(search, key, value), list(reversed(search.axes)))):
         search.prepare(axes, masks)
         for table in search.cells:
             if not isinstance(table, T.Table) or not table.deps or table.kind == "code":
                 continue
-            n = len(table._search_deps)
-            for j in range(n + 1):
+            for j in range(len(table._search_deps) + 1):
                 table._levels[j] = None
-                low, high = table._level(j)[3]
-                want = _whole_level(table, j) if j < n else _whole_layout(table)
-                _same(low, want[0])
-                _same(high, want[1])
-                assert (low is high) == (want[0] is want[1])
+                pairs, low, high, _, listed = table._level(j)
+                size, want_low, want_high = _whole_level(table, j)
+                assert _cells(low, size) == _cells(want_low, size)
+                assert _cells(high, size) == _cells(want_high, size)
+                assert (low is high) == (want_low is want_high)
+                assert listed == (not isinstance(low, np.ndarray))
+                filled += isinstance(low, T._Filled)
             boxed += table._boxed() is not None
-    assert boxed > 20  # the box is the path most tables take
+    assert boxed > 20 and filled  # the box is the path most tables take
 
 
 @pytest.mark.parametrize("poison", [np.nan, -0.0])
@@ -135,3 +138,28 @@ def test_spread_from_the_box_is_the_whole_tables(kb, fields, monkeypatch):
         assert list(spread) == list(whole)
         assert [struct.pack("d", v) for v in spread.values()] == \
             [struct.pack("d", v) for v in whole.values()]
+
+
+@pytest.mark.parametrize("boxed", [True, False])
+def test_a_groups_tables_read_what_table_bound_reads_boxed_or_not(kb, boxed, monkeypatch):
+    """The tracker's reads (solver/search.py `_tables`) of levels as lists,
+    _Filled dicts and, with no box, arrays: each range Table.bound's."""
+    import random
+
+    from kbsolve.solver.search import _bases, _tables
+    if not boxed:
+        monkeypatch.setattr(T, "_box", lambda *args: None)
+    search = Search(resolve(kb, Query(**QUERIES[0])).problem)
+    assert search.prepare()
+    tracker, rng = search.tracker, random.Random(9)
+    kinds = set()
+    for k in range(len(search.order)):
+        for group in tracker._readers(k) + tracker._time_readers(k):
+            kinds.update(type(low) for _, _, low, *_ in group[0])
+            for _ in range(4):
+                idx = [rng.randrange(len(search.p.choices[search.keys[a]])) for a in search.axes]
+                ranges = [None] * len(tracker.cells)
+                _tables(ranges, idx[k], group[0], _bases(group, idx))
+                for i, *_ in group[0]:
+                    assert ranges[i] == tracker.cells[i].bound(k + 1, idx)
+    assert kinds == ({list, T._Filled} if boxed else {list, np.ndarray})
