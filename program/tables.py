@@ -152,7 +152,7 @@ class Table:
         first use (most levels of most tables are never read) from the allowed
         cells (_box_read) or else from the nearest level below it. Small levels
         become lists (faster to index); large ones stay flat arrays, read with
-        .item() (or _Filled dicts, from the allowed cells)."""
+        .item()."""
         boxed = self._boxed()
         if boxed is not None and j:
             level = self._levels[j] = self._box_read(boxed, j)
@@ -199,10 +199,8 @@ class Table:
         return full[3]
 
     def _box_read(self, boxed, j: int) -> tuple:
-        """Level j >= 1 from the allowed cells (_box_level's cells), read as
-        _level's lists are: a list of its cells, or for a level of more than
-        LIST_LIMIT cells a dict of its allowed ones that reads the fill
-        anywhere else (_Filled: not the whole array, nor .item() a read)."""
+        """Level j >= 1 from the allowed cells, flat as _level makes it
+        (_box_flat), without the level's arrays."""
         fill_low, fill_high = self._fills()
         if j == len(boxed[3]):  # the whole layout's sides, as _laid_out hides them
             flat_low = _box_flat(None, boxed, j, fill_low)
@@ -215,7 +213,7 @@ class Table:
             flat_low, flat_high = _box_flat(np.fmin, boxed, j, fill_low), \
                 _box_flat(np.fmax, boxed, j, fill_high)
         pairs = tuple(zip(self._search_deps[:j], _strides(boxed[3][:j])))
-        return pairs, flat_low, flat_high, None, True
+        return pairs, flat_low, flat_high, None, type(flat_low) is list
 
     def _box_level(self, boxed) -> tuple:
         """Level 0's (low, high) arrays from the allowed cells (_box): the
@@ -1131,33 +1129,23 @@ def _box_least(ufunc, box, fill):
     return box.dtype.type(fill) if box.size == 0 else ufunc.reduce(box, axis=None)
 
 
-class _Filled(dict):
-    """A level's allowed cells by flat place; any other place reads the fill."""
-
-    __slots__ = ("fill",)
-
-    def __missing__(self, at):
-        return self.fill
-
-
 def _box_flat(ufunc, boxed, j: int, fill):
     """Level j >= 1 of the whole layout hidden with `fill`, as _flat reads it
-    (the same Python values: tolist's), without the array: each cell of the
+    (the same Python values: tolist's), without that layout: each cell of the
     level reduces its allowed cells and the fills, and a fill never wins
     (+inf under fmin, -inf under fmax, 1 and 0 for bools) where an allowed
-    cell is there; a cell with none is its fill. A list, or past LIST_LIMIT
-    cells a _Filled."""
+    cell is there; a cell with none is its fill. A list (the fills, the
+    allowed cells set: not a Python value made per cell), or past LIST_LIMIT
+    cells a flat array."""
     _, box, _, sizes = boxed
     size = math.prod(sizes[:j])
-    if box.size:
-        part = box if j == box.ndim else _reduced(ufunc, box, j)
-        places, values = _box_places(boxed, j).tolist(), part.ravel().tolist()
-    else:
-        places = values = []
-    if size > LIST_LIMIT:
-        flat = _Filled(zip(places, values))
-        flat.fill = fill
+    part = (box if j == box.ndim else _reduced(ufunc, box, j)) if box.size else box
+    if size > LIST_LIMIT:  # a flat array, read with .item() (np.full: no list of fills)
+        flat = np.full(size, fill, dtype=box.dtype)
+        if box.size:
+            flat[_box_places(boxed, j)] = part.reshape(-1)
         return flat
+    places, values = _box_places(boxed, j).tolist(), part.ravel().tolist()
     flat = [fill] * size
     for at, value in zip(places, values):
         flat[at] = value
