@@ -85,7 +85,7 @@ class Table:
         masks = [allowed[place] for place in places]
         if self._reuse(perm, masks, places):
             return
-        self._full = [None, perm, masks]  # laid out on first use (_laid_out)
+        self._full = [None, perm, masks, _MISS]  # laid out on first use (_laid_out, _boxed)
         self._levels = [None] * (len(places) + 1)
         self._search_deps = places
         self._keep(perm, masks)
@@ -100,7 +100,11 @@ class Table:
         search sets and no reader of that one side reads on the other."""
         full = self._full
         if full[0] is None:
-            _, perm, masks = full
+            boxed = self._boxed()
+            if boxed is not None:  # mostly hidden: the allowed cells set into the fills
+                full[0] = _unboxed(boxed, len(full[2]), self._fills())
+                return full[0]
+            _, perm, masks, _ = full
             low = self.array.astype(np.int8) if self.kind == "bool" else self.array
             low = np.transpose(low, perm) if perm != sorted(perm) else low
             left_out = _left_out(masks)
@@ -145,15 +149,23 @@ class Table:
 
     def _level(self, j: int):
         """(strides, low, high) over the first j search-ordered axes, built on
-        first use from the nearest level below it (most levels of most tables
-        are never read). Small levels become lists (faster to index); large
-        ones stay flat arrays, read with .item()."""
-        above = j + 1
-        while above < len(self._levels) and self._levels[above] is None:
-            above += 1
-        low, high = self._laid_out() if above >= len(self._levels) - 1 or \
-            self._levels[above] is None else self._levels[above][3]
-        if j < low.ndim:
+        first use (most levels of most tables are never read) from the allowed
+        cells (_box_read) or else from the nearest level below it. Small levels
+        become lists (faster to index); large ones stay flat arrays, read with
+        .item()."""
+        boxed = self._boxed()
+        if boxed is not None and j:
+            level = self._levels[j] = self._box_read(boxed, j)
+            return level
+        if boxed is not None:
+            low, high = self._box_level(boxed)
+        else:
+            above = j + 1
+            while above < len(self._levels) and self._levels[above] is None:
+                above += 1
+            low, high = self._laid_out() if above >= len(self._levels) - 1 or \
+                self._levels[above] is None else self._levels[above][3]
+        if boxed is None and j < low.ndim:
             if self.need == "low":
                 low = high = _reduced(np.fmin, low, j)
             elif self.need == "high":
@@ -168,6 +180,56 @@ class Table:
         level = (pairs, flat_low, flat_high, (low, high), type(flat_low) is list)
         self._levels[j] = level
         return level
+
+    def _fills(self) -> tuple:
+        """The values _laid_out hides left-out cells with: (low side, high side)."""
+        if self.kind == "bool":
+            return 1, 0
+        if self.need == "both":
+            return np.inf, -np.inf
+        fill = np.inf if self.need == "low" else -np.inf
+        return fill, fill
+
+    def _boxed(self):
+        """The allowed cells alone (_box), found once per layout; None where
+        levels are reduced from the whole layout."""
+        full = self._full
+        if full[3] is _MISS:
+            full[3] = _box(self.array, self.kind, full[1], full[2])
+        return full[3]
+
+    def _box_read(self, boxed, j: int) -> tuple:
+        """Level j >= 1 from the allowed cells, flat as _level makes it
+        (_box_flat), without the level's arrays."""
+        fill_low, fill_high = self._fills()
+        if j == len(boxed[3]):  # the whole layout's sides, as _laid_out hides them
+            flat_low = _box_flat(None, boxed, j, fill_low)
+            flat_high = flat_low if fill_high == fill_low else _box_flat(None, boxed, j, fill_high)
+        elif self.need == "low":
+            flat_low = flat_high = _box_flat(np.fmin, boxed, j, fill_low)
+        elif self.need == "high":
+            flat_low = flat_high = _box_flat(np.fmax, boxed, j, fill_high)
+        else:
+            flat_low, flat_high = _box_flat(np.fmin, boxed, j, fill_low), \
+                _box_flat(np.fmax, boxed, j, fill_high)
+        pairs = tuple(zip(self._search_deps[:j], _strides(boxed[3][:j])))
+        return pairs, flat_low, flat_high, None, type(flat_low) is list
+
+    def _box_level(self, boxed) -> tuple:
+        """Level 0's (low, high) arrays from the allowed cells (_box): the
+        least (greatest) allowed cell, as _reduced's scalar made an array."""
+        box = boxed[1]
+        fill_low, fill_high = self._fills()
+        if self.need == "low":
+            low = high = _box_least(np.fmin, box, fill_low)
+        elif self.need == "high":
+            low = high = _box_least(np.fmax, box, fill_high)
+        else:
+            low, high = _box_least(np.fmin, box, fill_low), _box_least(np.fmax, box, fill_high)
+        if high is low:
+            low = high = _array(low)
+            return low, high
+        return _array(low), _array(high)
 
     def bound(self, k: int, idx: list[int]):
         """(low, high) over every completion of the first k options of the
@@ -215,6 +277,9 @@ class Table:
         else:
             if not all(mask.any() for mask in masks):
                 return {}
+            boxed = _box(array, "num", list(range(len(masks))), masks)
+            if boxed is not None:  # the allowed cells alone: the least of each the same
+                return _box_spread(self.deps, boxed[1])
             masked = _hidden(array, left_out, np.inf)
         floor = float(masked.min())
         out = {}
@@ -1000,6 +1065,105 @@ def _hidden(array, left_out: list, fill):
     for i, outside in left_out:
         out[(slice(None),) * i + (outside,)] = fill
     return out
+
+
+BOX_SHARE = 2  # a layout whose allowed cells are at most 1/BOX_SHARE of it is boxed
+
+
+def _box(array, kind: str, perm: list, masks: list):
+    """(kept, box, positions) for a float or bool table whose masks leave out
+    most of its cells: per axis in search order the allowed values (`kept`),
+    the cells at them alone in that order (`box`, bools as int8), and per
+    level j the flat places of the box's first j axes in the level (filled
+    on use). None where the layout is reduced whole: nothing or little left
+    out, exact (object) or code tables, and a NaN or a -0.0 among the
+    allowed cells (a min or max of them is then not one value's bits
+    whatever cells and order numpy reduces them in)."""
+    if kind not in ("num", "bool") or array.dtype.kind not in "fb" or not masks:
+        return None
+    kept = [mask.nonzero()[0] for mask in masks]  # (flatnonzero: a wrapper of it)
+    cells, whole = math.prod(len(k) for k in kept), math.prod(m.size for m in masks)
+    if cells == whole or cells * BOX_SHARE > whole:  # nothing or little left out
+        return None
+    box = array
+    for i in sorted(range(len(kept)), key=lambda i: len(kept[i]) / masks[i].size):
+        if len(kept[i]) < masks[i].size:
+            box = box.take(kept[i], axis=perm[i])
+    box = np.ascontiguousarray(np.transpose(box, perm) if perm != sorted(perm) else box)
+    if kind == "bool":
+        box = box.astype(np.int8)
+    elif np.isnan(box).any() or (np.signbit(box) & (box == 0)).any():
+        return None
+    return kept, box, [np.zeros(1, dtype=np.intp)], tuple(m.size for m in masks)
+
+
+def _box_spread(deps: tuple, box) -> dict[int, float]:
+    """Table.spread over the allowed cells alone (a non-empty box): the least
+    cell and each allowed value's least are those of the hidden table (+inf
+    never the least where an allowed cell is there)."""
+    floor = float(box.min())
+    out = {}
+    for i, axis in enumerate(deps):
+        per_value = box.min(axis=tuple(a for a in range(box.ndim) if a != i)) \
+            if box.ndim > 1 else box
+        per_value = per_value[np.isfinite(per_value)]
+        if per_value.size:
+            out[axis] = float(per_value.max()) - floor
+    return out
+
+
+def _box_places(boxed, j: int):
+    """The flat places, in level j (row-major over the first j axes), of the
+    box's cells over those axes, in the box's row-major order."""
+    kept, _, places, sizes = boxed
+    while len(places) <= j:
+        i = len(places) - 1
+        places.append((places[i][:, None] * sizes[i] + kept[i][None, :]).ravel())
+    return places[j]
+
+
+def _box_least(ufunc, box, fill):
+    """ufunc (np.fmin or np.fmax) over the whole layout hidden with `fill`, as
+    _reduced gives it (a numpy scalar): over the allowed cells alone, as a
+    fill never wins where an allowed cell is there; the fill where none is."""
+    return box.dtype.type(fill) if box.size == 0 else ufunc.reduce(box, axis=None)
+
+
+def _box_flat(ufunc, boxed, j: int, fill):
+    """Level j >= 1 of the whole layout hidden with `fill`, as _flat reads it
+    (the same Python values: tolist's), without that layout: each cell of the
+    level reduces its allowed cells and the fills, and a fill never wins
+    (+inf under fmin, -inf under fmax, 1 and 0 for bools) where an allowed
+    cell is there; a cell with none is its fill. A list (the fills, the
+    allowed cells set: not a Python value made per cell), or past LIST_LIMIT
+    cells a flat array."""
+    _, box, _, sizes = boxed
+    size = math.prod(sizes[:j])
+    part = (box if j == box.ndim else _reduced(ufunc, box, j)) if box.size else box
+    if size > LIST_LIMIT:  # a flat array, read with .item() (np.full: no list of fills)
+        flat = np.full(size, fill, dtype=box.dtype)
+        if box.size:
+            flat[_box_places(boxed, j)] = part.reshape(-1)
+        return flat
+    places, values = _box_places(boxed, j).tolist(), part.ravel().tolist()
+    flat = [fill] * size
+    for at, value in zip(places, values):
+        flat[at] = value
+    return flat
+
+
+def _unboxed(boxed, n: int, fills: tuple) -> tuple:
+    """The whole layout from the box: (low, high), each its fill where a value
+    is left out and the table's cell elsewhere (_hidden's arrays; one array
+    for both where the fills agree)."""
+    _, box, _, sizes = boxed
+    out = []
+    for fill in dict.fromkeys(fills):
+        whole = np.full(sizes, fill, dtype=box.dtype)
+        if box.size:
+            whole.reshape(-1)[_box_places(boxed, n)] = box.reshape(-1)
+        out.append(whole)
+    return (out[0], out[-1])
 
 
 LIST_LIMIT = 2048  # levels up to this many cells are read as lists
