@@ -266,7 +266,8 @@ class Table:
 
     def spread(self, allowed: list) -> dict[int, float]:
         """Per axis: how far fixing it to its worst allowed value lifts the
-        table's minimum (num tables; for ordering a search)."""
+        table's minimum (num tables): the definition solver/search.py's
+        _allowed_spread reads off the allowed cells alone (its tests compare them)."""
         if self.kind != "num" or not self.deps:
             return {}
         array = self.floats()
@@ -277,9 +278,6 @@ class Table:
         else:
             if not all(mask.any() for mask in masks):
                 return {}
-            boxed = _box(array, "num", list(range(len(masks))), masks)
-            if boxed is not None:  # the allowed cells alone: the least of each the same
-                return _box_spread(self.deps, boxed[1])
             masked = _hidden(array, left_out, np.inf)
         floor = float(masked.min())
         out = {}
@@ -1095,21 +1093,6 @@ def _box(array, kind: str, perm: list, masks: list):
     elif np.isnan(box).any() or (np.signbit(box) & (box == 0)).any():
         return None
     return kept, box, [np.zeros(1, dtype=np.intp)], tuple(m.size for m in masks)
-
-
-def _box_spread(deps: tuple, box) -> dict[int, float]:
-    """Table.spread over the allowed cells alone (a non-empty box): the least
-    cell and each allowed value's least are those of the hidden table (+inf
-    never the least where an allowed cell is there)."""
-    floor = float(box.min())
-    out = {}
-    for i, axis in enumerate(deps):
-        per_value = box.min(axis=tuple(a for a in range(box.ndim) if a != i)) \
-            if box.ndim > 1 else box
-        per_value = per_value[np.isfinite(per_value)]
-        if per_value.size:
-            out[axis] = float(per_value.max()) - floor
-    return out
 
 
 def _box_places(boxed, j: int):

@@ -122,23 +122,6 @@ def test_a_box_in_another_order_holds_the_transposed_cells():
     _same(unboxed, whole)
 
 
-@pytest.mark.parametrize("fields", QUERIES)
-def test_spread_from_the_box_is_the_whole_tables(kb, fields, monkeypatch):
-    search = Search(resolve(kb, Query(**fields)).problem)
-    assert search.prepare()
-    tables = [c for c in search.cells if isinstance(c, T.Table) and c.kind == "num" and c.deps]
-    boxed = [T._box(t.floats(), "num", list(range(len(t.deps))), [search.allowed[a] for a in t.deps])
-             is not None for t in tables]
-    assert sum(boxed) > 10
-    spreads = [t.spread(search.allowed) for t in tables]
-    monkeypatch.setattr(T, "_box", lambda *args: None)
-    for table, spread in zip(tables, spreads):
-        whole = table.spread(search.allowed)
-        assert list(spread) == list(whole)
-        assert [struct.pack("d", v) for v in spread.values()] == \
-            [struct.pack("d", v) for v in whole.values()]
-
-
 @pytest.mark.parametrize("boxed", [True, False])
 def test_a_groups_tables_read_what_table_bound_reads_boxed_or_not(kb, boxed, monkeypatch):
     """The tracker's reads (solver/search.py `_tables`) of levels as lists and
