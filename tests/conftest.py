@@ -168,24 +168,58 @@ def _private_kb_cache(request, _kb_cache_folders, monkeypatch):
     directory holds a copy (never a link: a test may damage it) of the shipped
     KB's entry, so that a test which loads the KB does not parse it again; tests
     marked `empty_kb_cache` start from an empty directory. The entries go with
-    the test (1 MB each, a run's temporary folders would hold hundreds).
+    the test (1 MB each, a run's temporary folders would hold hundreds), except
+    where the test left the directory exactly as it got it (`_as_seeded`): the
+    next test that starts from the entry then gets that directory, not a new copy.
     """
-    cache = _kb_cache_folders()
-    monkeypatch.setenv(CACHE_ENV, str(cache))
-    monkeypatch.delenv("KBSOLVE_PATH", raising=False)
     entries = []
     if _some_test_starts_with_the_entry(request.session):  # made before any test has
         # run, so it pickles the shipped KB as built (`_shipped_build`)
         entries = request.getfixturevalue("_shipped_kb_cache_entries")
-    if request.node.get_closest_marker("empty_kb_cache") is None:
-        for entry in entries:
-            shutil.copyfile(entry, cache / entry.name)
+    seeded = bool(entries) and request.node.get_closest_marker("empty_kb_cache") is None
+    kept = request.session.stash.setdefault(_SEEDED_AS_LEFT, [])
+    if seeded and kept:
+        cache, state = kept.pop()
+    else:
+        cache = _kb_cache_folders()
+        if seeded:
+            for entry in entries:
+                shutil.copyfile(entry, cache / entry.name)
+                os.utime(cache / entry.name, ns=(SEEDED_NS, SEEDED_NS))
+            state = _as_seeded(cache)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    monkeypatch.delenv("KBSOLVE_PATH", raising=False)
     yield cache
+    if seeded and state is not None and _as_seeded(cache) == state:
+        kept.append((cache, state))
+        return
     for entry in [*cache.glob("*kb-*"), *cache.glob("*code-*")]:  # and the command's code
         try:
             entry.unlink()
         except OSError:
             pass
+
+
+_SEEDED_AS_LEFT = pytest.StashKey[list]()
+SEEDED_NS = 1_600_000_000 * 10**9  # a seeded file's mtime (2020): any later write differs
+
+
+def _as_seeded(cache) -> tuple | None:
+    """What the file system says of a seeded cache directory and each file in it: a new,
+    removed or replaced file, a chmod or a write since changes it (a write sets the
+    file's mtime to the clock's time, never SEEDED_NS, even within the clock's tick);
+    None where it cannot be read."""
+    try:
+        folder = os.stat(cache)
+        files = sorted((e.name, e.inode(), *_changed(e.stat(follow_symlinks=False)))
+                       for e in os.scandir(cache))
+    except OSError:
+        return None
+    return (*_changed(folder), tuple(files))
+
+
+def _changed(stat) -> tuple:
+    return stat.st_mode, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 _STARTS_WITH_THE_ENTRY = pytest.StashKey[bool]()

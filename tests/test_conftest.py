@@ -134,3 +134,26 @@ def test_a_test_s_kb_load_takes_the_key_from_the_seeded_stamp(monkeypatch):
         monkeypatch.setattr(knowledge, name, unexpected)
     assert list(Path(os.environ["KBSOLVE_CACHE_DIR"]).glob("kb-sources-*.marshal"))
     assert knowledge.load_kb() == shipped_kb()
+
+
+def test_a_seeded_cache_is_passed_on_only_as_it_was_seeded(tmp_path):
+    """The next test gets a seeded cache directory only where nothing changed it: a write
+    of the same size at once (within the clock's tick), a new file, a chmod all show."""
+    from conftest import SEEDED_NS, _as_seeded
+    entry = tmp_path / "kb-entry.pickle"
+    entry.write_bytes(b"seeded")
+    os.utime(entry, ns=(SEEDED_NS, SEEDED_NS))
+    state = _as_seeded(tmp_path)
+    entry.read_bytes()
+    assert _as_seeded(tmp_path) == state  # read only: passed on
+    entry.write_bytes(b"damage")
+    assert _as_seeded(tmp_path) != state
+    os.utime(entry, ns=(SEEDED_NS, SEEDED_NS))
+    state = _as_seeded(tmp_path)
+    (tmp_path / "code-new").write_bytes(b"x")
+    assert _as_seeded(tmp_path) != state
+    (tmp_path / "code-new").unlink()
+    state = _as_seeded(tmp_path)
+    entry.chmod(0o400)
+    assert _as_seeded(tmp_path) != state
+    assert _as_seeded(tmp_path / "gone") is None
