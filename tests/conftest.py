@@ -18,7 +18,10 @@ CACHE_ENV = "KBSOLVE_CACHE_DIR"
 
 @pytest.fixture(scope="session")
 def _shipped_kb_cache_entries(tmp_path_factory) -> list:
-    """The shipped KB's cache entry, made once per run in a directory of its own.
+    """The shipped KB's cache entry, made once per run in a directory of its own, then
+    its stamp (dsl/cache.py `KbCache.stamp`) where the load wrote one: a test's load then
+    takes the entry's key from the stamp instead of reading and hashing ~90 sources
+    (~6 ms a load), as a user's second command does.
 
     Empty where the shipped KB does not load: each test then builds it itself and
     reports the error where it belongs."""
@@ -34,7 +37,7 @@ def _shipped_kb_cache_entries(tmp_path_factory) -> list:
             knowledge.load_kb()
         except Exception:  # noqa: BLE001 - the tests that load the KB say what is wrong
             return []
-    return sorted(folder.glob("kb-*.pickle"))
+    return sorted(folder.glob("kb-*.pickle")) + sorted(folder.glob("kb-sources-*.marshal"))
 
 
 def _run_s_shipped_kb():
@@ -165,24 +168,58 @@ def _private_kb_cache(request, _kb_cache_folders, monkeypatch):
     directory holds a copy (never a link: a test may damage it) of the shipped
     KB's entry, so that a test which loads the KB does not parse it again; tests
     marked `empty_kb_cache` start from an empty directory. The entries go with
-    the test (1 MB each, a run's temporary folders would hold hundreds).
+    the test (1 MB each, a run's temporary folders would hold hundreds), except
+    where the test left the directory exactly as it got it (`_as_seeded`): the
+    next test that starts from the entry then gets that directory, not a new copy.
     """
-    cache = _kb_cache_folders()
-    monkeypatch.setenv(CACHE_ENV, str(cache))
-    monkeypatch.delenv("KBSOLVE_PATH", raising=False)
     entries = []
     if _some_test_starts_with_the_entry(request.session):  # made before any test has
         # run, so it pickles the shipped KB as built (`_shipped_build`)
         entries = request.getfixturevalue("_shipped_kb_cache_entries")
-    if request.node.get_closest_marker("empty_kb_cache") is None:
-        for entry in entries:
-            shutil.copyfile(entry, cache / entry.name)
+    seeded = bool(entries) and request.node.get_closest_marker("empty_kb_cache") is None
+    kept = request.session.stash.setdefault(_SEEDED_AS_LEFT, [])
+    if seeded and kept:
+        cache, state = kept.pop()
+    else:
+        cache = _kb_cache_folders()
+        if seeded:
+            for entry in entries:
+                shutil.copyfile(entry, cache / entry.name)
+                os.utime(cache / entry.name, ns=(SEEDED_NS, SEEDED_NS))
+            state = _as_seeded(cache)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    monkeypatch.delenv("KBSOLVE_PATH", raising=False)
     yield cache
+    if seeded and state is not None and _as_seeded(cache) == state:
+        kept.append((cache, state))
+        return
     for entry in [*cache.glob("*kb-*"), *cache.glob("*code-*")]:  # and the command's code
         try:
             entry.unlink()
         except OSError:
             pass
+
+
+_SEEDED_AS_LEFT = pytest.StashKey[list]()
+SEEDED_NS = 1_600_000_000 * 10**9  # a seeded file's mtime (2020): any later write differs
+
+
+def _as_seeded(cache) -> tuple | None:
+    """What the file system says of a seeded cache directory and each file in it: a new,
+    removed or replaced file, a chmod or a write since changes it (a write sets the
+    file's mtime to the clock's time, never SEEDED_NS, even within the clock's tick);
+    None where it cannot be read."""
+    try:
+        folder = os.stat(cache)
+        files = sorted((e.name, e.inode(), *_changed(e.stat(follow_symlinks=False)))
+                       for e in os.scandir(cache))
+    except OSError:
+        return None
+    return (*_changed(folder), tuple(files))
+
+
+def _changed(stat) -> tuple:
+    return stat.st_mode, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 _STARTS_WITH_THE_ENTRY = pytest.StashKey[bool]()
@@ -312,6 +349,19 @@ def pytest_configure(config):
         gc.set_threshold(5_000_000, 10, 10)
     _one_folder_of_plans_a_run(config)
     _test_files_rewritten_once_a_run(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+    """One full garbage collection at the end of the run, then the survivors frozen: pytest
+    collects twice more after this (unraisableexception: its end-of-run check for errors in
+    finalizers) and the interpreter once at exit, each a pass over every object still alive
+    (a worker's KBs, plans and memos: ~2 million objects, ~1 s each). This pass is before
+    pytest's and under its unraisable hook, so whatever garbage it frees reports there as
+    before; its passes then have only what is made after this one to look at."""
+    import gc
+    gc.collect()
+    gc.freeze()
 
 
 def _one_folder_of_plans_a_run(config) -> None:

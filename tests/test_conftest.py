@@ -58,7 +58,8 @@ def test_the_session_entry_holds_the_run_s_one_shipped_kb(_shipped_kb_cache_entr
     from conftest import _shipped_build
     from kbsolve.dsl.cache import _unpacked, _unwrap
     from plans import shipped_kb
-    (entry,) = _shipped_kb_cache_entries
+    entry, *stamps = _shipped_kb_cache_entries
+    assert entry.suffix == ".pickle" and all(s.name.startswith("kb-sources-") for s in stamps)
     stream, buffers = _unpacked(_unwrap(entry.read_bytes())[1])
     assert pickle.loads(stream, buffers=buffers) == shipped_kb()
     # other roots (a pack's) go to the real build
@@ -119,3 +120,40 @@ def test_each_test_s_kb_cache_is_a_fresh_directory_in_one_folder_of_the_run(
     assert list(first.iterdir()) == list(second.iterdir()) == []
     assert os.environ["KBSOLVE_CACHE_DIR"] == str(_private_kb_cache)
     assert _private_kb_cache not in (first, second)
+
+
+def test_a_test_s_kb_load_takes_the_key_from_the_seeded_stamp(monkeypatch):
+    """Each test's cache holds the session entry and its stamp: the shipped KB loads from
+    it without reading a rule file's text (the stamp gives the key) and without a build."""
+    from kbsolve.catalog import knowledge
+    from plans import shipped_kb
+
+    def unexpected(*args, **kwargs):
+        raise AssertionError("read or built instead of taking the stamped entry")
+    for name in ("rule_files", "_build"):
+        monkeypatch.setattr(knowledge, name, unexpected)
+    assert list(Path(os.environ["KBSOLVE_CACHE_DIR"]).glob("kb-sources-*.marshal"))
+    assert knowledge.load_kb() == shipped_kb()
+
+
+def test_a_seeded_cache_is_passed_on_only_as_it_was_seeded(tmp_path):
+    """The next test gets a seeded cache directory only where nothing changed it: a write
+    of the same size at once (within the clock's tick), a new file, a chmod all show."""
+    from conftest import SEEDED_NS, _as_seeded
+    entry = tmp_path / "kb-entry.pickle"
+    entry.write_bytes(b"seeded")
+    os.utime(entry, ns=(SEEDED_NS, SEEDED_NS))
+    state = _as_seeded(tmp_path)
+    entry.read_bytes()
+    assert _as_seeded(tmp_path) == state  # read only: passed on
+    entry.write_bytes(b"damage")
+    assert _as_seeded(tmp_path) != state
+    os.utime(entry, ns=(SEEDED_NS, SEEDED_NS))
+    state = _as_seeded(tmp_path)
+    (tmp_path / "code-new").write_bytes(b"x")
+    assert _as_seeded(tmp_path) != state
+    (tmp_path / "code-new").unlink()
+    state = _as_seeded(tmp_path)
+    entry.chmod(0o400)
+    assert _as_seeded(tmp_path) != state
+    assert _as_seeded(tmp_path / "gone") is None
