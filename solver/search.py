@@ -889,9 +889,7 @@ class Tracker:
             for i, n, w, side in terms:  # a negative weight reads the high end
                 delta += w * (ranges[i][side] - before[n][side])
             total = node_totals[t]
-            # x - x is 0.0 for a finite x, nan for inf or nan (no call): delta not
-            # finite, or total infinite (a nan total goes on as before)
-            if delta - delta or (total - total and total == total):
+            if delta != delta or math.isinf(total) or math.isinf(delta):
                 totals[t] = self._total(ranges, t)  # inf or nan: add up afresh
             else:
                 totals[t] = total + delta if delta else total

@@ -1,13 +1,17 @@
 """A child's sums in Tracker.update_sums: the node's total plus the change of
 its terms at place k, added up afresh where the change is not finite or the
-node's total is infinite (the finiteness read as x - x, without a call); a
-nan total goes on as a nan, as before. Compared with the math.isinf form on
-edge values, and the memory check (_State._fits) with the budgets' caps."""
+node's total is infinite; a nan total goes on as a nan, as before. Compared
+with the math.isinf form on edge values, also as numpy scalars (which warn on
+inf - inf: the check must not, a user would see it), and the memory check
+(_State._fits) with the budgets' caps."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import warnings
+
+import numpy as np
 
 from kbsolve.solver.search import (TOLERANCE, Search, Tracker, _indexer, _State,
                                    _weighted_low)
@@ -49,6 +53,20 @@ def test_a_childs_sum_is_the_isinf_forms_on_edge_values():
         assert _same(totals[0], expected), (low, high, total)
         afresh += expected == _weighted_low(ranges, terms) and not math.isfinite(total)
     assert afresh > 10
+
+
+def test_numpy_scalars_give_the_same_sums_and_no_warning():
+    terms = [(2.0, 0), (-1.0, 1)]
+    group = ([], [], [], _indexer(()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for low, total in itertools.product(EDGES, EDGES):
+            ranges = [(np.float64(low),) * 2, (np.float64(0.5),) * 2]
+            before = ((1.0, 1.0), (0.5, 0.5))
+            totals = [None]
+            _tracker(terms).update_sums(ranges, totals, 0, [0],
+                                        (before, [np.float64(total)], [[]], [group], 0))
+            assert _same(totals[0], _expected(ranges, before, terms, total)), (low, total)
 
 
 def test_a_child_fits_as_the_budgets_say():
