@@ -68,7 +68,7 @@ def link(expr, k: int):
     if code is None:
         namespace: dict = {}
         exec(codecache.compiled(source, "<linked>"), namespace)
-        code = _MADE.keep(source, namespace["linked"].__code__)
+        code = _MADE.keep(source, namespace.pop("linked").__code__)  # its globals: a cycle
     names = {f"c{i}": value for i, value in enumerate(writer.consts)}
     names.update(_BASE)
     if writer.exported:

@@ -233,13 +233,15 @@ class Search:
         a table read inside an expression needs both."""
         needs: dict[int, set] = {}
 
-        def mark(cell, side):
-            if isinstance(cell, Table):
-                needs.setdefault(id(cell), set()).add(side)
-                cell.need = "both" if len(needs[id(cell)]) > 1 else side
-            else:
-                for arg in cell.args:
-                    mark(arg, "both")
+        def mark(cell, side):  # no recursive closure: that cycle held `needs` for the collector
+            stack = [(cell, side)]
+            while stack:
+                cell, side = stack.pop()
+                if isinstance(cell, Table):
+                    needs.setdefault(id(cell), set()).add(side)
+                    cell.need = "both" if len(needs[id(cell)]) > 1 else side
+                else:
+                    stack.extend((arg, "both") for arg in reversed(cell.args))
 
         for _, cell in self.rules:
             mark(cell, "high")
