@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.operators import COMPARISONS, UNKNOWN, VECTOR, interval
-from kbsolve.program.tables import Table, allowed_mask
+from kbsolve.program.tables import Table
 from kbsolve.solver.search import TOLERANCE
 
 
@@ -206,25 +206,40 @@ def _over(least: float, budget: float) -> bool:
 
 
 def _masked(cell: Table, allowed: list):
-    """(low, high) arrays of a table as the search lays them out (Table.prepare): a
-    disallowed combination is (inf, -inf), a boolean one (1, 0); exact tables stay
-    in Fractions."""
-    low = cell.array.astype(np.int8) if cell.kind == "bool" else cell.array
-    masks = [allowed[a] for a in cell.deps]
-    if all(m.all() for m in masks):
-        return low, low
-    mask = allowed_mask(cell.sizes, masks)
-    if cell.kind == "num":
-        return np.where(mask, low, np.inf), np.where(mask, low, -np.inf)
-    return np.where(mask, low, 1), np.where(mask, low, 0)
+    """The table's allowed box, as the search lays it out (Table.prepare): its
+    combinations whose every value is allowed (a boolean table as 0/1), and per axis
+    the indices of its allowed values (None where all are)."""
+    array = cell.array.astype(np.int8) if cell.kind == "bool" else cell.array
+    kept = [None if m.all() else np.flatnonzero(m) for m in (allowed[a] for a in cell.deps)]
+    if any(k is not None for k in kept):
+        array = array[np.ix_(*[np.arange(n) if k is None else k
+                               for n, k in zip(array.shape, kept)])]
+    return array, kept
 
 
 def _per_value(cell: Table, axis: int, masked: tuple) -> tuple[list, list]:
     """(least, greatest) of the table for each value of `axis`, over the allowed
-    combinations of its other axes (`masked`: _masked's arrays, made once a table)."""
-    low, high = masked
+    combinations of its other axes (`masked`: _masked's box, made once a table); a
+    value with none is (inf, -inf), a boolean one (1, 0). fmin and fmax, as the
+    search's levels: a nan says nothing (an all-nan value with some combination left
+    out is (inf, -inf), as the search's filled layout reads it)."""
+    box, kept = masked
     i = cell.deps.index(axis)
+    size = cell.sizes[i]
+    empty = (np.inf, -np.inf) if cell.kind == "num" else (1, 0)
+    if box.size == 0:
+        return [empty[0]] * size, [empty[1]] * size
     rest = tuple(j for j in range(len(cell.deps)) if j != i)
-    if rest:  # fmin and fmax, as the search's levels: a nan says nothing
-        low, high = np.fmin.reduce(low, axis=rest), np.fmax.reduce(high, axis=rest)
-    return np.asarray(low).tolist(), np.asarray(high).tolist()
+    low = high = box
+    if rest:
+        low, high = np.fmin.reduce(box, axis=rest), np.fmax.reduce(box, axis=rest)
+        if box.dtype.kind == "f" and any(kept[j] is not None for j in rest):
+            low = np.where(np.isnan(low), np.inf, low)
+            high = np.where(np.isnan(high), -np.inf, high)
+    low, high = np.asarray(low).tolist(), np.asarray(high).tolist()
+    if kept[i] is None:
+        return low, high
+    lows, highs = [empty[0]] * size, [empty[1]] * size
+    for at, index in enumerate(kept[i].tolist()):
+        lows[index], highs[index] = low[at], high[at]
+    return lows, highs
