@@ -56,6 +56,9 @@ class ValueBounds:
         if axis is None or axis not in cell.deps or \
                 {s.keys[a] for a in cell.deps} != {key, *others}:
             return None
+        index = s.p.choices[key].index(value)
+        if isinstance(cell, Table) and s.prepare() and s.allowed[axis][index]:
+            return True  # arc consistency kept it: a support among the allowed values
         found = self._supports.get((name, axis), _MISSING)
         if found is _MISSING:
             array = self._truths.get(name, _MISSING)
@@ -68,7 +71,7 @@ class ValueBounds:
             found = self._supports[(name, axis)] = array
         if found is None:
             return None
-        return bool(found[s.p.choices[key].index(value)])
+        return bool(found[index])
 
     # ---- no plan at all, as the search's narrowed run would find at its first node
     def refuted(self, key: str, value) -> str | bool:
@@ -208,13 +211,13 @@ def _over(least: float, budget: float) -> bool:
 def _masked(cell: Table, allowed: list):
     """The table's allowed box, as the search lays it out (Table.prepare): its
     combinations whose every value is allowed (a boolean table as 0/1), and per axis
-    the indices of its allowed values (None where all are)."""
-    array = cell.array.astype(np.int8) if cell.kind == "bool" else cell.array
-    kept = [None if m.all() else np.flatnonzero(m) for m in (allowed[a] for a in cell.deps)]
-    if any(k is not None for k in kept):
-        array = array[np.ix_(*[np.arange(n) if k is None else k
-                               for n, k in zip(array.shape, kept)])]
-    return array, kept
+    its mask of allowed values (None where all are)."""
+    array = cell.array
+    kept = [None if m.all() else m for m in (allowed[a] for a in cell.deps)]
+    for j, mask in enumerate(kept):
+        if mask is not None:  # axis by axis: cheaper than one np.ix_ gather
+            array = array.compress(mask, axis=j)
+    return (array.astype(np.int8) if cell.kind == "bool" else array), kept
 
 
 def _per_value(cell: Table, axis: int, masked: tuple) -> tuple[list, list]:
@@ -233,13 +236,13 @@ def _per_value(cell: Table, axis: int, masked: tuple) -> tuple[list, list]:
     low = high = box
     if rest:
         low, high = np.fmin.reduce(box, axis=rest), np.fmax.reduce(box, axis=rest)
-        if box.dtype.kind == "f" and any(kept[j] is not None for j in rest):
-            low = np.where(np.isnan(low), np.inf, low)
-            high = np.where(np.isnan(high), -np.inf, high)
     low, high = np.asarray(low).tolist(), np.asarray(high).tolist()
+    if rest and box.dtype.kind == "f" and any(kept[j] is not None for j in rest):
+        low = [math.inf if x != x else x for x in low]  # a few values: no numpy calls
+        high = [-math.inf if x != x else x for x in high]
     if kept[i] is None:
         return low, high
     lows, highs = [empty[0]] * size, [empty[1]] * size
-    for at, index in enumerate(kept[i].tolist()):
+    for at, index in enumerate(np.flatnonzero(kept[i]).tolist()):
         lows[index], highs[index] = low[at], high[at]
     return lows, highs
