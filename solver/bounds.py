@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.operators import COMPARISONS, UNKNOWN, VECTOR, interval
-from kbsolve.program.tables import Table, allowed_mask
+from kbsolve.program.tables import Table
 from kbsolve.solver.search import TOLERANCE
 
 
@@ -56,6 +56,9 @@ class ValueBounds:
         if axis is None or axis not in cell.deps or \
                 {s.keys[a] for a in cell.deps} != {key, *others}:
             return None
+        index = s.p.choices[key].index(value)
+        if isinstance(cell, Table) and s.prepare() and s.allowed[axis][index]:
+            return True  # arc consistency kept it: a support among the allowed values
         found = self._supports.get((name, axis), _MISSING)
         if found is _MISSING:
             array = self._truths.get(name, _MISSING)
@@ -68,7 +71,7 @@ class ValueBounds:
             found = self._supports[(name, axis)] = array
         if found is None:
             return None
-        return bool(found[s.p.choices[key].index(value)])
+        return bool(found[index])
 
     # ---- no plan at all, as the search's narrowed run would find at its first node
     def refuted(self, key: str, value) -> str | bool:
@@ -206,25 +209,40 @@ def _over(least: float, budget: float) -> bool:
 
 
 def _masked(cell: Table, allowed: list):
-    """(low, high) arrays of a table as the search lays them out (Table.prepare): a
-    disallowed combination is (inf, -inf), a boolean one (1, 0); exact tables stay
-    in Fractions."""
-    low = cell.array.astype(np.int8) if cell.kind == "bool" else cell.array
-    masks = [allowed[a] for a in cell.deps]
-    if all(m.all() for m in masks):
-        return low, low
-    mask = allowed_mask(cell.sizes, masks)
-    if cell.kind == "num":
-        return np.where(mask, low, np.inf), np.where(mask, low, -np.inf)
-    return np.where(mask, low, 1), np.where(mask, low, 0)
+    """The table's allowed box, as the search lays it out (Table.prepare): its
+    combinations whose every value is allowed (a boolean table as 0/1), and per axis
+    its mask of allowed values (None where all are)."""
+    array = cell.array
+    kept = [None if m.all() else m for m in (allowed[a] for a in cell.deps)]
+    for j, mask in enumerate(kept):
+        if mask is not None:  # axis by axis: cheaper than one np.ix_ gather
+            array = array.compress(mask, axis=j)
+    return (array.astype(np.int8) if cell.kind == "bool" else array), kept
 
 
 def _per_value(cell: Table, axis: int, masked: tuple) -> tuple[list, list]:
     """(least, greatest) of the table for each value of `axis`, over the allowed
-    combinations of its other axes (`masked`: _masked's arrays, made once a table)."""
-    low, high = masked
+    combinations of its other axes (`masked`: _masked's box, made once a table); a
+    value with none is (inf, -inf), a boolean one (1, 0). fmin and fmax, as the
+    search's levels: a nan says nothing (an all-nan value with some combination left
+    out is (inf, -inf), as the search's filled layout reads it)."""
+    box, kept = masked
     i = cell.deps.index(axis)
+    size = cell.sizes[i]
+    empty = (np.inf, -np.inf) if cell.kind == "num" else (1, 0)
+    if box.size == 0:
+        return [empty[0]] * size, [empty[1]] * size
     rest = tuple(j for j in range(len(cell.deps)) if j != i)
-    if rest:  # fmin and fmax, as the search's levels: a nan says nothing
-        low, high = np.fmin.reduce(low, axis=rest), np.fmax.reduce(high, axis=rest)
-    return np.asarray(low).tolist(), np.asarray(high).tolist()
+    low = high = box
+    if rest:
+        low, high = np.fmin.reduce(box, axis=rest), np.fmax.reduce(box, axis=rest)
+    low, high = np.asarray(low).tolist(), np.asarray(high).tolist()
+    if rest and box.dtype.kind == "f" and any(kept[j] is not None for j in rest):
+        low = [math.inf if x != x else x for x in low]  # a few values: no numpy calls
+        high = [-math.inf if x != x else x for x in high]
+    if kept[i] is None:
+        return low, high
+    lows, highs = [empty[0]] * size, [empty[1]] * size
+    for at, index in enumerate(np.flatnonzero(kept[i]).tolist()):
+        lows[index], highs[index] = low[at], high[at]
+    return lows, highs
