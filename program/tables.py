@@ -438,8 +438,9 @@ class Expr:
         missed, as where the expression reads as many options as its readers)."""
         j = bisect.bisect_left(self._places, k)
         memo = self._memo
-        if memo is None:
-            return self._range(j, k, idx)
+        if memo is None:  # _range's linked call written out
+            linked = self._linked[j]
+            return self._range(j, k, idx) if linked.__class__ is int else linked(k, idx)
         key = self._keys[j](idx)
         found = memo.get(key, _MISS)
         if found is _MISS:
