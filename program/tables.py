@@ -299,7 +299,7 @@ class Table:
 
 
 PREPARED_KEPT = 4  # a table's layouts kept for reuse (Table._reuse)
-LINK_AFTER = 16  # reads of an expression's level before it is linked (program/link.py)
+LINK_AFTER = 64  # reads of an expression's level before it is linked (program/link.py)
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
 
