@@ -299,7 +299,7 @@ class Table:
 
 
 PREPARED_KEPT = 4  # a table's layouts kept for reuse (Table._reuse)
-LINK_AFTER = 16  # reads of an expression's level before it is linked (program/link.py)
+LINK_AFTER = 64  # reads of an expression's level before it is linked (program/link.py)
 MEMO_TRIAL = 1024  # an expression's memo misses before it is judged
 
 
@@ -438,8 +438,9 @@ class Expr:
         missed, as where the expression reads as many options as its readers)."""
         j = bisect.bisect_left(self._places, k)
         memo = self._memo
-        if memo is None:
-            return self._range(j, k, idx)
+        if memo is None:  # _range's linked call written out
+            linked = self._linked[j]
+            return self._range(j, k, idx) if linked.__class__ is int else linked(k, idx)
         key = self._keys[j](idx)
         found = memo.get(key, _MISS)
         if found is _MISS:
@@ -451,9 +452,14 @@ class Expr:
         """bound()'s memo miss (also read inline by the search's tracker)."""
         if len(memo) > 1 << 14:
             memo.clear()
-        linked = self._linked[j]  # _range, its linked level called here (one call less)
-        found = memo[key] = self._range(j, k, idx) if linked.__class__ is int \
-            else linked(k, idx)
+        linked = self._linked[j]  # _range written out (one call less)
+        if linked.__class__ is not int:
+            found = memo[key] = linked(k, idx)
+        elif linked < LINK_AFTER:
+            self._linked[j] = linked + 1
+            found = memo[key] = self._stepped(j, k, idx)
+        else:
+            found = memo[key] = self._range(j, k, idx)
         self._misses += 1
         if self._misses == MEMO_TRIAL and len(memo) >= MEMO_TRIAL:
             calls = self._misses + self._hits
@@ -488,18 +494,30 @@ class Expr:
     def _stepped(self, j: int, k: int, idx: list[int]):
         readers = self._readers[j]
         if readers is None:
-            readers = self._readers[j] = [_arg_reader(a, k) for a in self.args]
+            readers = self._readers[j] = self._args_readers(k)
         if self.op == "if":  # the branch the test decides, else both
             test = _arg_read(readers[0], k, idx)
             if test is UNKNOWN:
                 return UNKNOWN
             if test[0]:
-                return _arg_read(readers[1], k, idx)
+                return _arg_read(readers[1] or self._branch(j, k, 1), k, idx)
             if not test[1]:
-                return _arg_read(readers[2], k, idx)
-            return interval("if", [test, _arg_read(readers[1], k, idx),
-                                   _arg_read(readers[2], k, idx)], self.exact)
+                return _arg_read(readers[2] or self._branch(j, k, 2), k, idx)
+            return interval("if", [test, _arg_read(readers[1] or self._branch(j, k, 1), k, idx),
+                                   _arg_read(readers[2] or self._branch(j, k, 2), k, idx)],
+                            self.exact)
         return interval(self.op, _args_read(readers, k, idx), self.exact)
+
+    def _args_readers(self, k: int) -> list:
+        """_arg_reader of each argument; an `if`'s branches (None) on first read:
+        a branch its test never picks builds no table level."""
+        if self.op == "if":
+            return [_arg_reader(self.args[0], k), None, None]
+        return [_arg_reader(a, k) for a in self.args]
+
+    def _branch(self, j: int, k: int, n: int) -> tuple:
+        reader = self._readers[j][n] = _arg_reader(self.args[n], k)
+        return reader
 
     def _walked(self, j: int, k: int, idx: list[int]):
         """_range by walking the tree (the reference the linked code must equal)."""
