@@ -62,7 +62,10 @@ def _cells(flat, size: int) -> list:
     """Each cell a level reads, with its type and bits (a float's IEEE bytes:
     -0.0 is not 0.0)."""
     values = flat.tolist() if isinstance(flat, np.ndarray) else [flat[at] for at in range(size)]
-    return [(type(v), struct.pack("d", v) if isinstance(v, float) else v) for v in values]
+    types = list(map(type, values))
+    if set(types) <= {float, bool}:  # each cell's bits at once (float64 holds a bool exactly)
+        return types, np.array(values, dtype=np.float64).tobytes()
+    return [(t, struct.pack("d", v) if t is float else v) for t, v in zip(types, values)]
 
 
 def _same(a, b) -> None:
