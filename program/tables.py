@@ -166,12 +166,8 @@ class Table:
             low, high = self._laid_out() if above >= len(self._levels) - 1 or \
                 self._levels[above] is None else self._levels[above][3]
         if boxed is None and j < low.ndim:
-            if self.need == "low":
-                low = high = _reduced(np.fmin, low, j)
-            elif self.need == "high":
-                low = high = _reduced(np.fmax, high, j)
-            else:
-                low, high = _reduced(np.fmin, low, j), _reduced(np.fmax, high, j)
+            low, high = self._sides(lambda: _reduced(np.fmin, low, j),
+                                    lambda: _reduced(np.fmax, high, j))
             low, high = _array(low), (_array(high) if high is not low else None)
             high = low if high is None else high
         flat_low = _flat(low)
@@ -180,6 +176,17 @@ class Table:
         level = (pairs, flat_low, flat_high, (low, high), type(flat_low) is list)
         self._levels[j] = level
         return level
+
+    def _sides(self, least, most) -> tuple:
+        """(low, high) as the search reads the table (need): least() alone for the
+        low side, most() alone for the high one, both where both are read."""
+        if self.need == "low":
+            low = high = least()
+        elif self.need == "high":
+            low = high = most()
+        else:
+            low, high = least(), most()
+        return low, high
 
     def _fills(self) -> tuple:
         """The values _laid_out hides left-out cells with: (low side, high side)."""
@@ -205,13 +212,9 @@ class Table:
         if j == len(boxed[3]):  # the whole layout's sides, as _laid_out hides them
             flat_low = _box_flat(None, boxed, j, fill_low)
             flat_high = flat_low if fill_high == fill_low else _box_flat(None, boxed, j, fill_high)
-        elif self.need == "low":
-            flat_low = flat_high = _box_flat(np.fmin, boxed, j, fill_low)
-        elif self.need == "high":
-            flat_low = flat_high = _box_flat(np.fmax, boxed, j, fill_high)
         else:
-            flat_low, flat_high = _box_flat(np.fmin, boxed, j, fill_low), \
-                _box_flat(np.fmax, boxed, j, fill_high)
+            flat_low, flat_high = self._sides(lambda: _box_flat(np.fmin, boxed, j, fill_low),
+                                              lambda: _box_flat(np.fmax, boxed, j, fill_high))
         pairs = tuple(zip(self._search_deps[:j], _strides(boxed[3][:j])))
         return pairs, flat_low, flat_high, None, type(flat_low) is list
 
@@ -220,12 +223,8 @@ class Table:
         least (greatest) allowed cell, as _reduced's scalar made an array."""
         box = boxed[1]
         fill_low, fill_high = self._fills()
-        if self.need == "low":
-            low = high = _box_least(np.fmin, box, fill_low)
-        elif self.need == "high":
-            low = high = _box_least(np.fmax, box, fill_high)
-        else:
-            low, high = _box_least(np.fmin, box, fill_low), _box_least(np.fmax, box, fill_high)
+        low, high = self._sides(lambda: _box_least(np.fmin, box, fill_low),
+                                lambda: _box_least(np.fmax, box, fill_high))
         if high is low:
             low = high = _array(low)
             return low, high
