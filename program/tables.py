@@ -1100,16 +1100,25 @@ def _box(array, kind: str, perm: list, masks: list):
     cells, whole = math.prod(len(k) for k in kept), math.prod(m.size for m in masks)
     if cells == whole or cells * BOX_SHARE > whole:  # nothing or little left out
         return None
-    box = array
-    for i in sorted(range(len(kept)), key=lambda i: len(kept[i]) / masks[i].size):
-        if len(kept[i]) < masks[i].size:
-            box = box.take(kept[i], axis=perm[i])
+    by_axis = [None] * len(masks)
+    for i, mask in enumerate(masks):
+        by_axis[perm[i]] = mask
+    box = allowed_cells(array, by_axis)
     box = np.ascontiguousarray(np.transpose(box, perm) if perm != sorted(perm) else box)
     if kind == "bool":
         box = box.astype(np.int8)
     elif np.isnan(box).any() or (np.signbit(box) & (box == 0)).any():
         return None
     return kept, box, [np.zeros(1, dtype=np.intp)], tuple(m.size for m in masks)
+
+
+def allowed_cells(array, masks: list):
+    """The cells of `array` at the allowed values alone: `masks` per axis of the
+    array (None: every value allowed), the most selective axis cut first."""
+    cut = [i for i, mask in enumerate(masks) if mask is not None and not mask.all()]
+    for i in sorted(cut, key=lambda i: masks[i].sum() / masks[i].size):
+        array = array.compress(masks[i], axis=i)
+    return array
 
 
 def _box_places(boxed, j: int):

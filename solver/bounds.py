@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from kbsolve.program.operators import COMPARISONS, UNKNOWN, VECTOR, interval
-from kbsolve.program.tables import Table
+from kbsolve.program.tables import Table, allowed_cells
 from kbsolve.solver.search import TOLERANCE
 
 
@@ -212,11 +212,8 @@ def _masked(cell: Table, allowed: list):
     """The table's allowed box, as the search lays it out (Table.prepare): its
     combinations whose every value is allowed (a boolean table as 0/1), and per axis
     its mask of allowed values (None where all are)."""
-    array = cell.array
     kept = [None if m.all() else m for m in (allowed[a] for a in cell.deps)]
-    for j, mask in enumerate(kept):
-        if mask is not None:  # axis by axis: cheaper than one np.ix_ gather
-            array = array.compress(mask, axis=j)
+    array = allowed_cells(cell.array, kept)
     return (array.astype(np.int8) if cell.kind == "bool" else array), kept
 
 
