@@ -18,7 +18,7 @@ from kbsolve.diagnostics import Diagnostic, KbError
 from kbsolve.dsl import ir
 from kbsolve.dsl.kb import KnowledgeBase
 from kbsolve.program import program as _walker
-from kbsolve.program.operators import OPERATORS
+from kbsolve.program.operators import OPERATORS, fraction_sum
 
 Env = tuple  # (assignment, facts, memo for this run, store for this evaluator)
 
@@ -156,16 +156,9 @@ def _summed(kb: KnowledgeBase, node: ir.MemorySum) -> Callable[[Env], Any]:
         memo = env[2]
         total = memo.get(level)
         if total is None:
-            whole, rest = 0, Fraction(0)
-            for part in parts:
-                value = part(env)
-                if type(value) is not Fraction:
-                    value = Fraction(value)
-                if value._denominator == 1:
-                    whole += value._numerator
-                else:
-                    rest += value
-            total = memo[level] = rest + whole
+            values = [part(env) for part in parts]
+            total = memo[level] = fraction_sum(
+                [v if type(v) is Fraction else Fraction(v) for v in values])
         return total
     return summed
 

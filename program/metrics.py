@@ -6,6 +6,8 @@ from fractions import Fraction
 from typing import Any
 
 from kbsolve.diagnostics import KbError
+from kbsolve.program.operators import fraction_product as product
+from kbsolve.program.operators import fraction_sum as total
 from kbsolve.program.problem import Problem
 from kbsolve.program.program import memory_levels
 
@@ -138,28 +140,6 @@ class _Pending(Metrics):
             raise AttributeError(name)
         self.__dict__.update(_objective(*self.__dict__.pop("_pending")))
         return self.__dict__[name]
-
-
-def total(values) -> Fraction:
-    """sum(values, Fraction(0)) of Fractions: the same Fraction, normalised once
-    (Fraction's + finds a gcd at every step, in Python)."""
-    n, d = 0, 1
-    for value in values:
-        vn, vd = value._numerator, value._denominator
-        if vd == d:
-            n += vn
-        else:
-            n, d = n * vd + vn * d, d * vd
-    return Fraction(n, d)
-
-
-def product(first: Fraction, factors) -> Fraction:
-    """first times each of the Fractions `factors`, in turn: the same Fraction,
-    normalised once."""
-    n, d = first._numerator, first._denominator
-    for factor in factors:
-        n, d = n * factor._numerator, d * factor._denominator
-    return Fraction(n, d)
 
 
 def _fraction(value) -> Fraction:

@@ -647,3 +647,26 @@ VECTOR: dict[str, Callable] = {name: o.vector for name, o in OPERATORS.items()}
 _RANGES: dict[str, Callable] = {name: o.interval for name, o in OPERATORS.items()}
 Z3_VALUE: dict[str, Callable] = {name: o.z3_value for name, o in OPERATORS.items()
                                  if o.z3_value is not None}
+
+
+# ---- exact sums and products of Fractions (measure(), the evaluator's memory sums)
+def fraction_sum(values) -> Fraction:
+    """sum(values, Fraction(0)) of Fractions: the same Fraction, normalised once
+    (Fraction's + finds a gcd at every step, in Python)."""
+    n, d = 0, 1
+    for value in values:
+        vn, vd = value._numerator, value._denominator
+        if vd == d:
+            n += vn
+        else:
+            n, d = n * vd + vn * d, d * vd
+    return Fraction(n, d)
+
+
+def fraction_product(first: Fraction, factors) -> Fraction:
+    """first times each of the Fractions `factors`, in turn: the same Fraction,
+    normalised once."""
+    n, d = first._numerator, first._denominator
+    for factor in factors:
+        n, d = n * factor._numerator, d * factor._denominator
+    return Fraction(n, d)
