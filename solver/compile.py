@@ -220,18 +220,21 @@ class Compiler:
                                       sizes)
                         for j in range(len(self.p.choices[deps[level]]))]
             flags = self.flags[deps[level]]
-            term = children[-1]
-            ctx = self.ctx
-            ref = ctx.ref()
+            last = children[-1]
+            made = last.ast  # the chain's If so far, a bare pointer until the last
+            ref = self.ctx.ref()
             for flag, child in zip(reversed(flags[:-1]), reversed(children[:-1])):
                 # z3.If through the C API (same term; the wrapper's coercions and
                 # checks were most of the diagram's cost): flag is Bool, both sides
                 # Real (the leaves are numerals, `real`), so the If is a Real term
                 # that is no numeral: an ArithRef, as z3py's _to_expr_ref makes it.
-                # Two terms are the same term where their pointers are (Z3_is_eq_ast)
-                if child.ast.value != term.ast.value:
-                    term = z3.ArithRef(z3core.Z3_mk_ite(ref, flag.ast, child.ast, term.ast), ctx)
-            memo[key] = term
+                # Two terms are the same term where their pointers are (Z3_is_eq_ast).
+                # Only the chain's last If gets a wrapper (a reference): each one
+                # before it is held by the If over it (and, until that is made, by
+                # the context's last result), as a dropped wrapper left it
+                if child.ast.value != made.value:
+                    made = z3core.Z3_mk_ite(ref, flag.ast, child.ast, made)
+            memo[key] = last if made is last.ast else z3.ArithRef(made, self.ctx)
         return memo[key]
 
     def real(self, value) -> z3.ArithRef:
