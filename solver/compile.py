@@ -26,7 +26,9 @@ from kbsolve.program.program import summed_terms
 
 MAX_VALUES = 512
 MAX_TABLE = 2048  # a term over at most this many option combinations becomes a table
-# operators whose value on whole numbers is the same whole number in ints as in Fractions
+# operators whose value on whole numbers is the same whole number in ints as in Fractions,
+# and whose value on numbers times a common denominator d is their value times d (d * d
+# for the product of two): value sets are computed on whole numbers (Compiler._value_set)
 INTEGRAL_OPS = frozenset(["+", "-", "*", "neg", "sum", "min", "max", "abs"])
 
 
@@ -320,11 +322,8 @@ class Compiler:
         fn = Z3_VALUE.get(node.op)
         if fn is None:
             return None
-        if node.op in INTEGRAL_OPS and all(v.denominator == 1 for s in sets for v in s):
-            # whole numbers: the same values in ints, each distinct one made a Fraction
-            out = {fn(*combo) for combo in itertools.product(
-                *[[v.numerator for v in s] for s in sets])}
-            return _capped(frozenset(map(Fraction, out)))
+        if node.op in INTEGRAL_OPS:
+            return _capped(_scaled_value_set(fn, sets, 2 if node.op == "*" else 1))
         out = set()
         for combo in itertools.product(*sets):
             out.add(fn(*combo))
@@ -371,6 +370,20 @@ def _nary(make, terms: list, ctx: z3.Context) -> z3.BoolRef:
         return terms[0]
     array = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
     return z3.BoolRef(make(ctx.ref(), len(terms), array), ctx)
+
+
+def _scaled_value_set(fn, sets: list, degree: int) -> frozenset:
+    """fn over every combination of `sets` (Fractions), computed in ints: each value
+    times the sets' common denominator d, each distinct result divided by d ** degree
+    (fn(d a, d b) = d ** degree fn(a, b) for INTEGRAL_OPS), made a Fraction in lowest
+    terms: the same values as fn over the Fractions, without Fraction arithmetic."""
+    common = math.lcm(*[v.denominator for s in sets for v in s])
+    out = {fn(*combo) for combo in itertools.product(
+        *[[v.numerator * (common // v.denominator) for v in s] for s in sets])}
+    if common == 1:
+        return frozenset(map(Fraction, out))
+    scale = common ** degree
+    return frozenset([Fraction(v, scale) for v in out])
 
 
 def _capped(values: frozenset) -> frozenset | None:

@@ -112,6 +112,21 @@ def test_value_sets_in_ints_are_the_fraction_ones(kb, op, monkeypatch):
         assert fast == slow and len(fast) > 1 and all(type(v) is Fraction for v in fast)
 
 
+@pytest.mark.parametrize("op", sorted(compile_.INTEGRAL_OPS))
+def test_value_sets_over_a_common_denominator_are_the_fraction_ones(kb, op, monkeypatch):
+    """Sets of many denominators, computed in ints times their common denominator (the
+    product's result over its square): the Fractions' own values, in lowest terms."""
+    problem = resolve(kb, QUERIES[0]).problem
+    arity = 1 if op in ("neg", "abs") else 3 if op in ("sum", "min", "max") else 2
+    sets = ([Fraction(-5, 2), Fraction(7, 12), 3, Fraction(1, 1024)],
+            [Fraction(2, 3), Fraction(-9, 4), Fraction(5, 6)], [Fraction(1, 7), 0])
+    fast = _value_set(problem, op, sets[:arity])
+    with monkeypatch.context() as plain:
+        plain.setattr(compile_, "INTEGRAL_OPS", frozenset())
+        slow = _value_set(problem, op, sets[:arity])
+    assert fast == slow and len(fast) > 2 and all(type(v) is Fraction for v in fast)
+
+
 
 # the Z3 views of if, and, or, not, == and != as they were, through z3py's wrappers
 def _plain_if(z3, c, n):
