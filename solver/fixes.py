@@ -128,36 +128,107 @@ FEASIBILITY_BUDGET = 20_000  # branch-and-bound nodes before Z3 decides a candid
 
 
 def _feasible(problem: Problem, orders: dict | None = None) -> bool:
-    """Some plan fits: a first-plan search of the branch and bound, Z3 only when its
-    counted budget runs out. `orders` (open options -> a search order) lets
-    candidates with the same open options take the first one's order instead of
-    computing their own (about two thirds of the search's preparation); the order
-    changes how many nodes the search takes, never its answer. The search builds no
-    time or preference tables (solver/feasible.py): a first plan is all it looks for."""
+    """Some plan fits (_first_plan)."""
+    return _first_plan(problem, orders)[0]
+
+
+def _first_plan(problem: Problem, orders: dict | None = None) -> tuple[bool, dict | None]:
+    """Whether some plan fits, and the plan (None where Z3 decided): a first-plan
+    search of the branch and bound, Z3 only when its counted budget runs out.
+    `orders` (open options -> a search order) lets candidates with the same open
+    options take the first one's order instead of computing their own (about two
+    thirds of the search's preparation); the order changes how many nodes the
+    search takes, never its answer. The search builds no time or preference
+    tables (solver/feasible.py): a first plan is all it looks for."""
     from kbsolve.solver.feasible import FeasibilitySearch
     search = FeasibilitySearch(problem)
     if orders is not None:
         known = orders.get(tuple(search.keys))
         if known is not None and not search.prepare(known):
-            return False  # arc consistency leaves some option no value
+            return False, None  # arc consistency leaves some option no value
     found = search.run(first=True, budget=FEASIBILITY_BUDGET)
     if orders is not None and getattr(search, "axes", None) is not None:
         orders.setdefault(tuple(search.keys), list(search.axes))
     if found.status == "budget":
-        return CoreFinder(Model(problem)).clash() is None
-    return found.chosen is not None
+        return CoreFinder(Model(problem)).clash() is None, None
+    if found.chosen is None:
+        return False, None
+    return True, {**problem.fixed, **found.chosen}
+
+
+WITNESS_TRIES = 24  # exact measures of a fitting shape's plan on the next shape
+
+
+def _witnessed(problem: Problem, plan: dict) -> bool:
+    """The plan of a shape that fits, or it with one open option changed, is a plan
+    of `problem` too (measured exactly, as the search's leaves are): then a plan
+    fits and no search is needed. False says nothing (the search decides). More of
+    the same GPU usually keeps the plan but for the gradient accumulation the global
+    batch rule asks for (20 of the 26 refusals of bench.warm: 8-15 measures, ~4 ms,
+    against a first-plan search's ~35 ms)."""
+    from kbsolve.program.evaluate import options_read
+    choices = problem.choices
+    kept = {key: _among(values, plan.get(key, _NONE)) for key, values in choices.items()}
+    if _NONE in kept.values():
+        return False
+    assignment = {**problem.fixed, **kept}
+    metrics = _measured(problem, assignment)
+    if metrics is None or metrics.feasible:
+        return metrics is not None
+    rules = {f"{r.framework}.{r.id}": r for r in problem.rules}
+    read = set().union(*[options_read(problem.kb, rules[name].constraint)
+                         for name in metrics.broken])
+    tries = WITNESS_TRIES
+    for key in sorted(read & choices.keys()):
+        for value in choices[key]:
+            if value == assignment[key]:
+                continue
+            if tries == 0:
+                return False
+            tries -= 1
+            metrics = _measured(problem, {**assignment, key: value})
+            if metrics is not None and metrics.feasible:
+                return True
+    return False
+
+
+_NONE = object()
+
+
+def _among(values: list, value):
+    """The value of `values` equal to `value` and of its type (True is no 1), or _NONE."""
+    return next((v for v in values if type(v) is type(value) and v == value), _NONE)
+
+
+def _measured(problem: Problem, assignment: dict):
+    """measure(), None where the evaluator fails on this assignment (one the search
+    would have cut before its leaf)."""
+    from kbsolve.diagnostics import KbError
+    from kbsolve.program.metrics import measure
+    try:
+        return measure(problem, assignment, lazy=True)
+    except (KbError, ArithmeticError, KeyError, TypeError, ValueError):
+        return None
 
 
 def hardware(candidates: list[tuple[str, Callable[[], Problem]]], limit: int = 2) -> list[Fix]:
-    """The first hardware candidates (cheapest first) under which the pins and rules hold."""
+    """The first hardware candidates (cheapest first) under which the pins and rules
+    hold. After a shape that fits, the next is first tried with its plan
+    (_witnessed): a plan that fits decides it as the search would (the search finds
+    a plan wherever one exists), so the same fixes."""
     fixes = []
     orders: dict = {}  # the first candidate's search order, for the shapes after it
+    plan = None  # the last fitting shape's plan, where a search found one
     for gpus, build in candidates:
         try:
             problem = build()
         except Exception:  # a candidate the catalog cannot describe is simply skipped
             continue
-        if _feasible(problem, orders):
+        fits = plan is not None and _witnessed(problem, plan)
+        if not fits:
+            fits, found = _first_plan(problem, orders)
+            plan = found or plan
+        if fits:
             fixes.append(Fix(kind="hardware", gpus=gpus, description=f"use {gpus}"))
             if len(fixes) >= limit:
                 break
