@@ -230,8 +230,10 @@ class Search:
     def _mark_needs(self) -> None:
         """Which side of its ranges each table's bounds are read on: rules and
         preference tiers the high side, positive memory summands the low side;
-        a table read inside an expression needs both."""
+        a table read inside an expression needs both. An expression met again
+        is not walked again: its tables need both already."""
         needs: dict[int, set] = {}
+        walked: set[int] = set()  # the expressions whose args are marked
 
         def mark(cell, side):  # no recursive closure: that cycle held `needs` for the collector
             stack = [(cell, side)]
@@ -240,7 +242,8 @@ class Search:
                 if isinstance(cell, Table):
                     needs.setdefault(id(cell), set()).add(side)
                     cell.need = "both" if len(needs[id(cell)]) > 1 else side
-                else:
+                elif id(cell) not in walked:
+                    walked.add(id(cell))
                     stack.extend((arg, "both") for arg in reversed(cell.args))
 
         for _, cell in self.rules:
