@@ -67,6 +67,12 @@ class Evaluator:
         assignment's values are turned into memo keys once (not once per node
         per option read), and each node's options are read by one C call; the
         lets and memory sums under it read those keys too (the env's fifth part)."""
+        return self.remembering_each(assignment, memo)[0]
+
+    def remembering_each(self, assignment: Mapping[str, Any], memo: dict | None = None):
+        """(run, each): remembering()'s run, and each(entries), the values of the
+        nodes of entries(nodes) in order, as [run(node) for node in nodes] finds
+        them (the same keys, stores and memo writes) without a call per node."""
         values = _Values({key: (v._numerator, v._denominator) if type(v) is Fraction else v
                           for key, v in assignment.items()})
         kb, getters, store = self.kb, _caches(self.kb)[2], self.store
@@ -76,15 +82,37 @@ class Evaluator:
         def run(node: ir.Node):
             found = getters.get(id(node))
             if found is None or found[0] is not node:
-                found = getters[id(node)] = (node, _getter(sorted(options_read(kb, node))),
-                                             closure(kb, node))
+                found = getters[id(node)] = _entry(kb, node)
             slot = (id(node), found[1](values))  # remembered()'s key (see Memo keys)
             value = store.get(slot, _MISS)
             if value is _MISS:
                 value = store[slot] = found[2](env)
             memo[id(node)] = value  # for a memory sum's parts (_kept) at this assignment
             return value
-        return run
+
+        def each(entries: tuple) -> list:
+            found, get = [], store.get
+            for node_id, read, compute in entries:
+                slot = (node_id, read(values))
+                value = get(slot, _MISS)
+                if value is _MISS:
+                    value = store[slot] = compute(env)
+                memo[node_id] = value
+                found.append(value)
+            return found
+        return run, each
+
+    def entries(self, nodes) -> tuple:
+        """(node id, its options' getter, its closure) per node, for remembering_each's
+        each(); the nodes are kept in the KB's cache (their ids stay theirs)."""
+        kb, getters = self.kb, _caches(self.kb)[2]
+        found = []
+        for node in nodes:
+            entry = getters.get(id(node))
+            if entry is None or entry[0] is not node:
+                entry = getters[id(node)] = _entry(kb, node)
+            found.append((id(node), entry[1], entry[2]))
+        return tuple(found)
 
 
 _MISS = object()
@@ -95,6 +123,11 @@ class _Values(dict):
 
     def __missing__(self, key):
         return None
+
+
+def _entry(kb: KnowledgeBase, node: ir.Node) -> tuple:
+    """(node, the getter of the options it reads, its closure): remembering()'s cache."""
+    return node, _getter(sorted(options_read(kb, node))), closure(kb, node)
 
 
 def _getter(keys: list[str]) -> Callable:
