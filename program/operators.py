@@ -36,6 +36,7 @@ import math
 import operator
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -328,6 +329,19 @@ def interval(op: str, ranges: list, exact: bool):
     if op in FRAGILE:
         ranges = [_widen(r, exact) for r in ranges]
     return _RANGES[op](*ranges)
+
+
+def interval_of(op: str, exact: bool, unknown_args: bool) -> Callable:
+    """interval(op, ranges, exact) as a function of the ranges, resolved once
+    per expression: op's own range function where interval would only look it
+    up (no argument's range can be UNKNOWN, none is widened), else interval."""
+    if op == "if" or unknown_args or (op in FRAGILE and not exact):
+        return partial(_interval_over, op, exact)
+    return _RANGES[op]
+
+
+def _interval_over(op: str, exact: bool, *ranges):
+    return interval(op, ranges, exact)
 
 
 # ---- z3: terms over the compiler's one-hot option flags (solver/compile.py)

@@ -26,7 +26,7 @@ import numpy as np
 
 from kbsolve.dsl import ir
 from kbsolve.dsl.types import NUM
-from kbsolve.program.operators import BOOL_RESULT, FRAGILE, UNKNOWN, interval
+from kbsolve.program.operators import BOOL_RESULT, FRAGILE, UNKNOWN, interval, interval_of
 from kbsolve.program.operators import SCALAR as _SCALAR
 from kbsolve.program.operators import VECTOR as _VECTOR
 from kbsolve.program.program import kept, reads, summed_terms
@@ -330,62 +330,85 @@ def read_bounds(readers, k: int, idx: list[int]) -> list:
     return out
 
 
+# what an expression's stepped read does per argument (_arg_reader's first field)
+_SETTLED, _LISTED, _FLAT, _MEMO, _BOUND = range(5)
+
+
 def _arg_reader(cell, k: int) -> tuple:
-    """reader_of(cell, k) and, for an expression, its memo level j and key as
-    bound(k, ...) finds them: they depend on k only through the reading
-    level (an argument's places are among its expression's), so a level
-    finds them once. (None, None) where bound() itself answers."""
+    """How bound(k, ...) reads cell, found once per reading level (an
+    argument's places are among its expression's, so its level depends on k
+    only through the reader's): (_SETTLED, range) for a table's level of one
+    cell, its (low, high) read now; (_LISTED or _FLAT, pairs, low, high) for a
+    table's level read from lists or with .item(); (_MEMO, cell, j, key) for
+    an expression, its memo level and key as bound() finds them; (_BOUND,
+    cell) where bound() itself answers (tables of codes)."""
     cell, level = reader_of(cell, k)
+    if level is not None:
+        pairs, low, high, listed = level
+        if not pairs:
+            return _SETTLED, (low[0], high[0]) if listed else (low.item(0), high.item(0))
+        return (_LISTED if listed else _FLAT), pairs, low, high
     if isinstance(cell, Expr):
         j = bisect.bisect_left(cell._places, k)
-        return cell, level, j, cell._keys[j]
-    return cell, level, None, None
+        return _MEMO, cell, j, cell._keys[j]
+    return _BOUND, cell
 
 
 def _args_read(readers, k: int, idx: list[int]) -> list:
     """read_bounds over _arg_reader's readers, an expression's memo read here
     (Expr.bound written out, as the search's tracker reads it)."""
     out = []
-    for cell, level, j, key in readers:
-        if level is not None:
-            pairs, low, high, listed = level
+    for reader in readers:
+        how = reader[0]
+        if how == _SETTLED:
+            out.append(reader[1])
+        elif how == _MEMO:
+            _, cell, j, key = reader
+            memo = cell._memo
+            if memo is None:
+                out.append(cell.bound(k, idx))
+                continue
+            slot = key(idx)
+            found = memo.get(slot, _MISS)
+            if found is _MISS:
+                found = cell._fill(j, k, idx, slot, memo)
+            else:
+                cell._hits += 1
+            out.append(found)
+        elif how == _BOUND:
+            out.append(reader[1].bound(k, idx))
+        else:
+            _, pairs, low, high = reader
             at = 0
             for place, stride in pairs:
                 at += idx[place] * stride
-            out.append((low[at], high[at]) if listed else (low.item(at), high.item(at)))
-            continue
-        memo = cell._memo if key is not None else None
-        if memo is None:
-            out.append(cell.bound(k, idx))
-            continue
-        slot = key(idx)
-        found = memo.get(slot, _MISS)
-        if found is _MISS:
-            found = cell._fill(j, k, idx, slot, memo)
-        else:
-            cell._hits += 1
-        out.append(found)
+            out.append((low[at], high[at]) if how == _LISTED else (low.item(at), high.item(at)))
     return out
 
 
 def _arg_read(reader: tuple, k: int, idx: list[int]):
-    """One of _args_read's reads."""
-    cell, level, j, key = reader
-    if level is not None:
-        pairs, low, high, listed = level
-        at = 0
-        for place, stride in pairs:
-            at += idx[place] * stride
-        return (low[at], high[at]) if listed else (low.item(at), high.item(at))
-    memo = cell._memo if key is not None else None
-    if memo is None:
-        return cell.bound(k, idx)
-    slot = key(idx)
-    found = memo.get(slot, _MISS)
-    if found is _MISS:
-        return cell._fill(j, k, idx, slot, memo)
-    cell._hits += 1
-    return found
+    """One of _args_read's reads (written out: an `if`'s test and branches)."""
+    how = reader[0]
+    if how == _SETTLED:
+        return reader[1]
+    if how == _MEMO:
+        _, cell, j, key = reader
+        memo = cell._memo
+        if memo is None:
+            return cell.bound(k, idx)
+        slot = key(idx)
+        found = memo.get(slot, _MISS)
+        if found is _MISS:
+            return cell._fill(j, k, idx, slot, memo)
+        cell._hits += 1
+        return found
+    if how == _BOUND:
+        return reader[1].bound(k, idx)
+    _, pairs, low, high = reader
+    at = 0
+    for place, stride in pairs:
+        at += idx[place] * stride
+    return (low[at], high[at]) if how == _LISTED else (low.item(at), high.item(at))
 
 
 def _read(reader: tuple, k: int, idx: list[int]):
@@ -399,18 +422,60 @@ def _walk(cell, level, k: int, idx: list[int]):
     return read_bounds(((cell, level),), k, idx)[0]
 
 
+def _places_of(cell) -> tuple:
+    """The places in the search order of the options cell reads."""
+    return cell._search_deps if isinstance(cell, Table) else cell._places
+
+
+KEEP_MIN = 4  # reads of an expression's level that do not read its last place, worth keeping
+KEEP_PREFIXES = 256  # prefixes kept per level (then forgotten, all at once)
+
+
+class _KeptReads:
+    """A stepped level's readers (non-`if`), split by whether they read the
+    level's last place: the search reads a level with that place set to each
+    value in turn (a node's children), and the others' ranges depend only on
+    the places before it (a table's level reads only set places, an
+    expression's memo is keyed by them), so they are read once per value of
+    those places and kept (program/link.py hoists the same reads)."""
+
+    __slots__ = ("prefix", "kept", "fixed", "varying", "order")
+
+    def __init__(self, prefix, readers: list, fixed: list[int]):
+        varying = [n for n in range(len(readers)) if n not in fixed]
+        self.prefix = prefix  # the key of the places before the last (Expr._keys[j - 1])
+        self.kept: dict = {}
+        self.fixed = [readers[n] for n in fixed]
+        self.varying = [readers[n] for n in varying]
+        # the arguments' order from fixed + varying
+        self.order = operator.itemgetter(*sorted(range(len(readers)),
+                                                 key=(fixed + varying).__getitem__))
+
+    def read(self, k: int, idx: list[int]):
+        """The arguments' ranges, in their order."""
+        key = self.prefix(idx)
+        fixed = self.kept.get(key)
+        if fixed is None:
+            if len(self.kept) >= KEEP_PREFIXES:
+                self.kept.clear()
+            fixed = self.kept[key] = _args_read(self.fixed, k, idx)
+        return self.order(fixed + _args_read(self.varying, k, idx))
+
+
 class Expr:
     """An operation over cells too large to table together."""
 
     __slots__ = ("op", "args", "kind", "exact", "deps", "_places", "_memo", "_keys",
-                 "_readers", "_hits", "_misses", "_linked", "_prepared", "may_be_unknown")
+                 "_readers", "_hits", "_misses", "_linked", "_prepared", "may_be_unknown",
+                 "_ranged")
 
     def __init__(self, op: str, args: list, kind: str, exact: bool):
         self.op, self.args, self.kind, self.exact = op, args, kind, exact
         self.deps = tuple(sorted(set().union(*[a.deps for a in args])))
         # whether its range can be UNKNOWN: an enum's, or built from one (found once)
-        self.may_be_unknown = (op == "if" or op not in BOOL_RESULT) and \
-            any(may_be_unknown(a) for a in args)
+        unknown_args = any(may_be_unknown(a) for a in args)
+        self.may_be_unknown = (op == "if" or op not in BOOL_RESULT) and unknown_args
+        self._ranged = interval_of(op, exact, unknown_args)  # interval(op, ...), resolved once
         self._places: tuple[int, ...] = ()
         self._memo: dict = {}
         self._keys: list = [_no_places]
@@ -493,7 +558,7 @@ class Expr:
     def _stepped(self, j: int, k: int, idx: list[int]):
         readers = self._readers[j]
         if readers is None:
-            readers = self._readers[j] = self._args_readers(k)
+            readers = self._readers[j] = self._args_readers(j, k)
         if self.op == "if":  # the branch the test decides, else both
             test = _arg_read(readers[0], k, idx)
             if test is UNKNOWN:
@@ -505,14 +570,24 @@ class Expr:
             return interval("if", [test, _arg_read(readers[1] or self._branch(j, k, 1), k, idx),
                                    _arg_read(readers[2] or self._branch(j, k, 2), k, idx)],
                             self.exact)
-        return interval(self.op, _args_read(readers, k, idx), self.exact)
+        if readers.__class__ is _KeptReads:
+            return self._ranged(*readers.read(k, idx))
+        return self._ranged(*_args_read(readers, k, idx))
 
-    def _args_readers(self, k: int) -> list:
+    def _args_readers(self, j: int, k: int):
         """_arg_reader of each argument; an `if`'s branches (None) on first read:
-        a branch its test never picks builds no table level."""
+        a branch its test never picks builds no table level. Where enough of
+        them do not read the level's last place, a _KeptReads."""
         if self.op == "if":
             return [_arg_reader(self.args[0], k), None, None]
-        return [_arg_reader(a, k) for a in self.args]
+        readers = [_arg_reader(a, k) for a in self.args]
+        if j == 0:
+            return readers
+        last = self._places[j - 1]
+        fixed = [n for n, a in enumerate(self.args) if last not in _places_of(a)]
+        if sum(readers[n][0] != _SETTLED for n in fixed) < KEEP_MIN:
+            return readers
+        return _KeptReads(self._keys[j - 1], readers, fixed)
 
     def _branch(self, j: int, k: int, n: int) -> tuple:
         reader = self._readers[j][n] = _arg_reader(self.args[n], k)
