@@ -255,10 +255,10 @@ class _Writer:
 
     def _op_sum(self, cell, depth):
         args = self._args(cell, depth)
-        lows = ", ".join(a[0] for a in args)
-        highs = ", ".join(a[1] for a in args)
+        lows = "".join(f" + {a[0]}" for a in args)  # operators.left_sum, written out
+        highs = "".join(f" + {a[1]}" for a in args)
         return self._guarded(cell, args, depth, lambda lo, hi, d: (
-            self.line(d, f"{lo} = sum(({lows},))"), self.line(d, f"{hi} = sum(({highs},))")))
+            self.line(d, f"{lo} = 0{lows}"), self.line(d, f"{hi} = 0{highs}")))
 
     def _op_min(self, cell, depth):
         return self._extreme(cell, depth, "min")

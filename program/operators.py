@@ -331,6 +331,27 @@ def interval(op: str, ranges: list, exact: bool):
     return _RANGES[op](*ranges)
 
 
+def left_sum(values):
+    """sum(values) as Python 3.11's sum() adds them: from 0, left to right, one
+    rounding per addition. Python 3.12's sum() compensates runs of plain floats
+    (another float, where the run holds no numpy float): a plan's bounds must not
+    depend on the interpreter, so float ranges are added here (and by the linked
+    code, program/link.py, and the search's sums, solver/search.py)."""
+    total = 0
+    for value in values:
+        total = total + value
+    return total
+
+
+def _sum_range(*ranges):
+    """The sum's interval view: the lows' and the highs' left_sum."""
+    low = high = 0
+    for a, b in ranges:
+        low = low + a
+        high = high + b
+    return low, high
+
+
 def interval_of(op: str, exact: bool, unknown_args: bool) -> Callable:
     """interval(op, ranges, exact) as a function of the ranges, resolved once
     per expression: op's own range function where interval would only look it
@@ -588,8 +609,8 @@ OPERATORS: dict[str, Operator] = {o.name: o for o in (
             interval=lambda a: (-a[1], -a[0]), z3=_z3_neg, z3_value=lambda a: -a,
             inline="neg"),
     _record("sum", exact=lambda *a: sum((Fraction(x) for x in a), Fraction(0)),
-            scalar=lambda *a: sum(a), vector=_nary(lambda a, b: a + b),
-            interval=lambda *r: (sum([x[0] for x in r]), sum([x[1] for x in r])), z3=_z3_sum,
+            scalar=lambda *a: left_sum(a), vector=_nary(lambda a, b: a + b),
+            interval=_sum_range, z3=_z3_sum,
             z3_value=lambda *a: sum(a), inline="sum"),
     _record("min", exact=lambda *a: min(a), scalar=min, vector=_nary(np.minimum),
             interval=lambda *r: (min([x[0] for x in r]), min([x[1] for x in r])), z3=_z3_min,

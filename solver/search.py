@@ -1124,9 +1124,12 @@ def _free_defaults(defaults: list[int], domains) -> list[int]:
 
 
 def _weighted_low(ranges: list, terms: list) -> float:
-
-    """The least value of a weighted sum of the cells' ranges."""
-    return sum(w * ranges[i][0 if w > 0 else 1] for w, i in terms)
+    """The least value of a weighted sum of the cells' ranges, added as
+    operators.left_sum adds (not by sum(), whose floats differ from 3.12 on)."""
+    total = 0
+    for w, i in terms:
+        total = total + w * ranges[i][0 if w > 0 else 1]
+    return total
 
 
 class _State:
