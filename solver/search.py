@@ -24,6 +24,7 @@ from kbsolve import codecache
 from kbsolve.collector import paused
 from kbsolve.dsl.memo import Kept
 from kbsolve.program.metrics import Metrics, measure, sort_key
+from kbsolve.program.operators import left_sum
 from kbsolve.program.program import kept
 from kbsolve.program.tables import (_MISS, Expr, Table, Tables, _keep_within, allowed_mask,
                                     masked, read_bounds, reader_of, rule_tables)
@@ -844,12 +845,13 @@ class Tracker:
         each search given its own copies)."""
         if self._started is None:
             ranges = [c.bound(0, idx) for c in self.cells]
-            totals = [self._total(ranges, t) for t in range(len(self.sums))]
             # numpy floats (a level over no set option holds them) as Python floats,
-            # but in the summed cells: sum() may add floats and numpy floats apart
+            # but in the summed cells, kept as read (chosen while builtin sum() added
+            # them; operators.left_sum now adds either alike)
             summed = self.summed
             self._started = ([r if i in summed else _plain_range(r)
-                              for i, r in enumerate(ranges)], totals)
+                              for i, r in enumerate(ranges)],
+                             [self._total(ranges, t) for t in range(len(self.sums))])
         ranges, totals = self._started
         return list(ranges), list(totals)
 
@@ -1124,12 +1126,8 @@ def _free_defaults(defaults: list[int], domains) -> list[int]:
 
 
 def _weighted_low(ranges: list, terms: list) -> float:
-    """The least value of a weighted sum of the cells' ranges, added as
-    operators.left_sum adds (not by sum(), whose floats differ from 3.12 on)."""
-    total = 0
-    for w, i in terms:
-        total = total + w * ranges[i][0 if w > 0 else 1]
-    return total
+    """The least value of a weighted sum of the cells' ranges."""
+    return left_sum(w * ranges[i][0 if w > 0 else 1] for w, i in terms)
 
 
 class _State:
