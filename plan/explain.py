@@ -354,13 +354,16 @@ def _decisive(problem: Problem, search, option, candidates: list, assignment: di
     changes, rival = _least_known(known)
     alt = changes[option.key]
     proven = False
-    if search is not None:
+    if search is not None:  # pruned against the known rival from its first node
+        ceiling = tuple(float(x) for x in sort_key(rival))
         found = search.run(start={**assignment, **changes}, fixed={option.key: alt},
-                           budget=DECISIVE_BUDGET)
+                           budget=DECISIVE_BUDGET, ceiling=ceiling)
         if found.chosen is not None and sort_key(found.metrics) <= sort_key(rival):
             changes = changed(assignment, found.chosen)
-            rival, proven = found.metrics, found.status == "optimal"
+            rival = found.metrics
             met.append((changes, rival))
+        # none better than the rival, or the best of those: either way proven
+        proven = found.status in ("optimal", "infeasible")
     others = [f"{problem.kb.options[k].name}={shown(v)}" for k, v in sorted(changes.items())
               if k != option.key]
     listed = ", ".join(others[:DECISIVE_SHOWN]) + \

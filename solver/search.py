@@ -33,15 +33,16 @@ from kbsolve.solver.guard import expired
 NODE_BUDGET = 200_000
 ROUNDS = (10_000, 40_000, 150_000)  # node shares of the rounds (see Search.run)
 TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
-# The optimisation orders the options the most bounds read first where at least
+# A problem's order puts the options the most bounds read first where at least
 # this share of the bound cells are expressions too large to table (an interval
 # over an expression loses the correlation between its options that a table
 # keeps, so only setting them tightens it). Measured on the warm and as-printed
-# grids (docs/decisions.md, issue 25 search): plain PyTorch 0.39 (26k-70k nodes
-# -> 1.9k-5.2k), torchtitan 0.48 (6.2k -> 1.2k); LlamaFactory 0.20 and the
-# diffusion frameworks 0.13, where the fewer nodes did not pay for a second
-# layout of the tables (the explanations keep the problem's order).
-READS_FIRST = 1 / 3
+# grids (docs/decisions.md, issue 25 search; eighteenth integration): plain
+# PyTorch 0.38 (26k-70k nodes -> 1.9k-5.2k), torchtitan 0.42-0.48 (6.2k -> 1.2k),
+# LlamaFactory 0.27-0.48 (1.5k-18k -> 190-870 over bench.warm's 15 LLM plans,
+# and the explanations' budgeted searches end proven more often); the diffusion
+# frameworks' 0.07-0.12 keep the lifts' order (61-90 nodes -> 860-7,200).
+READS_FIRST = 1 / 5
 STEPS_KEPT = 4096  # domains()' table steps kept per Search (_step)
 STEP_CELLS = 1 << 22  # cells of the rule arrays whose steps are kept per KB (_step)
 CUT_ON_TIME = True  # _State.dfs cuts a child on its time before reading its memory
@@ -450,7 +451,8 @@ class Search:
             if self.allowed is None:
                 return False
         p = self.p
-        axes = axes or self._plan_order(self.allowed)
+        axes = axes or self._plan_order(self.allowed,
+                                        by_reads=self._expression_share() >= READS_FIRST)
         masks = allowed or self.allowed
         self.axes = axes
         self.order = [self.keys[a] for a in axes]
@@ -480,9 +482,12 @@ class Search:
 
     def run(self, start: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
             budget: int = NODE_BUDGET, first: bool = False,
-            deadline: float = math.inf) -> Found:
+            deadline: float = math.inf, ceiling: tuple | None = None) -> Found:
         """The exact optimum (or, with first=True, any feasible plan) with the
         options in `fixed` held; `start` orders the values to try first.
+        `ceiling` (with `fixed`): a known plan's exact key in floats, pruned
+        against from the first node; a plan no worse than it, else none (then
+        status "optimal" says none is better).
 
         An optimisation runs in rounds: when a round spends its share of the
         budget, the options whose setting pruned most of the children they were
@@ -497,28 +502,20 @@ class Search:
         process, the KB's included: ~0.1 s, one to three a plain-PyTorch plan)
         found nothing to free. Memory is still freed by reference counting."""
         with paused():
-            return self._run(start, fixed, budget, first, deadline)
+            return self._run(start, fixed, budget, first, deadline, ceiling)
 
-    def _run(self, start, fixed, budget: int, first: bool, deadline: float) -> Found:
+    def _run(self, start, fixed, budget: int, first: bool, deadline: float,
+             ceiling: tuple | None) -> Found:
         if not self.prepare():
             return Found("infeasible", None, None, 0)
         if first or fixed:
-            return self._round(start, fixed, budget, first, deadline)[0]
-        # Where expressions too large to table make up a good part of the
-        # bounds (READS_FIRST), the optimisation runs in its own order (options
-        # the most bounds read first); the searches that follow (explanations,
-        # their budgeted feasibility searches, whose plans are printed) get the
-        # problem's order back, so their plans do not depend on this one's.
+            return self._round(start, fixed, budget, first, deadline, ceiling)[0]
         axes = self.axes
-        mine = self._plan_order(self.allowed, by_reads=True) \
-            if self._expression_share() >= READS_FIRST else axes
-        if mine == axes:  # a round that spends its share reorders (_learned_order)
-            return self._rounds(start, budget, deadline)
-        self.prepare(mine)
         try:
             return self._rounds(start, budget, deadline)
-        finally:
-            self.prepare(axes)
+        finally:  # the searches that follow (explanations, whose plans are printed)
+            if self.axes != axes:  # run in the problem's order, not a learned one
+                self.prepare(axes)
 
     def _expression_share(self) -> float:
         """The share of the bound cells (memory and host terms, time parts and

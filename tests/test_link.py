@@ -18,7 +18,9 @@ from kbsolve.program.query import Query, resolve
 from kbsolve.solver.search import Search
 
 QUERIES = [
-    ({"gpus": "8xA100", "model": "qwen3-8b"}, 50_000),
+    # LlamaFactory's widest search of bench.warm in the reads-first order (~870 nodes;
+    # 8xA100 qwen3-8b now takes ~340, too few reads to cover the linked levels)
+    ({"gpus": "1x4090", "model": "qwen2.5-7b"}, 50_000),
     pytest.param({"gpus": "8xH100", "model": "llama3-8b", "framework": "pytorch"}, 3_000,
                  marks=pytest.mark.ci),  # ~4.7 s; the two other queries stay by default
     ({"gpus": "8x8xA100", "model": "flux1-dev", "framework": "torchtitan"}, 3_000),

@@ -26,29 +26,53 @@ def _problem(kb, fields):
     return resolve(kb, Query(**fields)).problem
 
 
-def test_reads_first_finds_the_problem_orders_optimum_and_gives_its_order_back(kb, monkeypatch):
+def test_reads_first_is_the_problems_order_and_finds_the_same_optimum(kb, monkeypatch):
     problem = _problem(kb, PYTORCH)
     search = Search(problem)
-    assert search._expression_share() >= search_module.READS_FIRST  # it takes its own order
+    assert search._expression_share() >= search_module.READS_FIRST
     search.prepare()
     own = search.axes
-    assert search._plan_order(search.allowed, by_reads=True) != own
+    assert own == search._plan_order(search.allowed, by_reads=True)
     found = search.run()
-    assert search.axes == own  # the explanations' searches run in the problem's order
-    monkeypatch.setattr(search_module, "READS_FIRST", 2.0)  # never: the problem's order
-    plain = Search(problem).run()
+    assert search.axes == own
+    monkeypatch.setattr(search_module, "READS_FIRST", 2.0)  # never: the lifts' order
+    lifts = Search(problem)
+    lifts.prepare()
+    assert lifts.axes != own
+    plain = lifts.run()
     assert found.status == plain.status == "optimal"
     assert found.chosen == plain.chosen
     assert found.metrics == plain.metrics
 
 
-def test_llamafactory_keeps_the_problems_order(kb):
-    search = Search(_problem(kb, LLAMAFACTORY))
-    assert search._expression_share() < search_module.READS_FIRST
+def test_llamafactory_reads_first_and_diffusion_keeps_the_lifts_order(kb):
+    llm = Search(_problem(kb, LLAMAFACTORY))
+    assert llm._expression_share() >= search_module.READS_FIRST
+    video = Search(_problem(kb, {"gpus": "8xA100", "model": "wan14b"}))
+    assert video._expression_share() < search_module.READS_FIRST
+    video.prepare()
+    assert video.axes == video._plan_order(video.allowed)
+
+
+def test_a_learned_order_is_given_back_to_the_searches_after_it(kb, monkeypatch):
+    problem = _problem(kb, LLAMAFACTORY)
+    search = Search(problem)
     search.prepare()
     own = search.axes
-    search.run()
-    assert search.axes == own
+    reference = Search(problem).run()  # in one round
+    monkeypatch.setattr(search_module, "ROUNDS", (40, 40_000, 150_000))  # the first spends its share
+    orders = []
+    learned = Search._learned_order
+
+    def recorded(self, state):
+        orders.append(learned(self, state))
+        return orders[-1]
+    monkeypatch.setattr(Search, "_learned_order", recorded)
+    found = search.run()
+    assert orders and orders[0] != own  # the second round ran in a learned order
+    assert search.axes == own  # and the explanations' searches get the problem's back
+    assert found.status == reference.status == "optimal"
+    assert found.chosen == reference.chosen and found.metrics == reference.metrics
 
 
 def _ranges(search, idx):

@@ -12,7 +12,7 @@ from kbsolve.program.query import Query, resolve
 from kbsolve.solver import search as search_module
 from kbsolve.solver.search import Search
 
-QUERY = {"gpus": "8xA100", "model": "qwen3-8b"}  # ~3.7k nodes in one round
+QUERY = {"gpus": "8xA100", "model": "qwen3-8b"}  # ~340 nodes in one round
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +54,37 @@ def test_a_round_stopped_before_its_first_leaf_keeps_the_earlier_plan(problem, m
     assert last.status == "budget" and last.chosen is None  # no leaf in its two nodes
     assert (found.status, found.chosen, found.nodes) == \
         ("budget", first.chosen, first.nodes + last.nodes)
+
+
+KEYS = ["llamafactory.per_device_train_batch_size", "llamafactory.deepspeed",
+        "llamafactory.disable_gradient_checkpointing"]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_fixed_value_searched_under_a_known_plans_ceiling_finds_the_best_with_it(problem, key):
+    """plan/explain.py's decisive comparison: pruned against a known plan with the
+    value from its first node, a search that ends proven ("optimal", or "infeasible":
+    none better) leaves the best plan with the value as the better of the two."""
+    from kbsolve.program.metrics import sort_key
+    search = Search(problem)
+    best = search.run()
+    checked = 0
+    for value in problem.choices[key]:
+        if value == best.chosen[key]:
+            continue
+        truth = search.run(fixed={key: value})  # the whole budget, no ceiling
+        known = search.run(fixed={key: value}, first=True)  # any plan with it
+        if truth.status != "optimal" or known.chosen is None:
+            continue
+        ceiling = tuple(float(x) for x in sort_key(known.metrics))
+        found = search.run(fixed={key: value}, ceiling=ceiling)
+        assert found.status in ("optimal", "infeasible")
+        assert found.nodes <= truth.nodes
+        winner = known.metrics if found.chosen is None or \
+            sort_key(known.metrics) < sort_key(found.metrics) else found.metrics
+        assert sort_key(winner) == sort_key(truth.metrics)
+        exact = tuple(float(x) for x in sort_key(truth.metrics))  # a ceiling just above it
+        above = search.run(fixed={key: value}, ceiling=(exact[0] * (1 + 1e-6),) + exact[1:])
+        assert above.status == "optimal" and sort_key(above.metrics) == sort_key(truth.metrics)
+        checked += 1
+    assert checked
