@@ -342,8 +342,9 @@ DECISIVE_BUDGET = 500  # nodes of the search for the best plan with a rival valu
 def _decisive(problem: Problem, search, option, candidates: list, assignment: dict[str, Any],
               metrics: Metrics, met: list) -> tuple[str, list[Reason]]:
     """The kind (optimum, or tie within TIE_PCT) and the decisive comparison for a value
-    whose every rival needs other changes: the rival value whose known plans come
-    closest, and the best plan the search finds with it (a counted budget)."""
+    whose every rival needs other changes: the best plan the search finds with any
+    rival value (a counted budget, pruned from its first node against the known plan
+    with one that comes closest), and that value."""
     known = [(changes, m) for changes, m in met
              if changes.get(option.key, assignment[option.key]) in candidates]
     known = [(c, m) for c, m in known if getattr(m, "exact", m).feasible]
@@ -354,13 +355,13 @@ def _decisive(problem: Problem, search, option, candidates: list, assignment: di
     changes, rival = _least_known(known)
     alt = changes[option.key]
     proven = False
-    if search is not None:  # pruned against the known rival from its first node
+    if search is not None:  # every rival value, pruned against the known rival
         ceiling = tuple(float(x) for x in sort_key(rival))
-        found = search.run(start={**assignment, **changes}, fixed={option.key: alt},
+        found = search.run(start={**assignment, **changes}, among={option.key: candidates},
                            budget=DECISIVE_BUDGET, ceiling=ceiling)
         if found.chosen is not None and sort_key(found.metrics) <= sort_key(rival):
             changes = changed(assignment, found.chosen)
-            rival = found.metrics
+            rival, alt = found.metrics, found.chosen[option.key]
             met.append((changes, rival))
         # none better than the rival, or the best of those: either way proven
         proven = found.status in ("optimal", "infeasible")

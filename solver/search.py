@@ -482,12 +482,14 @@ class Search:
 
     def run(self, start: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
             budget: int = NODE_BUDGET, first: bool = False,
-            deadline: float = math.inf, ceiling: tuple | None = None) -> Found:
+            deadline: float = math.inf, ceiling: tuple | None = None,
+            among: dict[str, list] | None = None) -> Found:
         """The exact optimum (or, with first=True, any feasible plan) with the
         options in `fixed` held; `start` orders the values to try first.
-        `ceiling` (with `fixed`): a known plan's exact key in floats, pruned
-        against from the first node; a plan no worse than it, else none (then
-        status "optimal" says none is better).
+        `among`: options held to some of their values (their other values left
+        out). `ceiling` (with `fixed` or `among`): a known plan's exact key in
+        floats, pruned against from the first node; a plan no worse than it,
+        else none (then status "infeasible" says none is better).
 
         An optimisation runs in rounds: when a round spends its share of the
         budget, the options whose setting pruned most of the children they were
@@ -502,14 +504,14 @@ class Search:
         process, the KB's included: ~0.1 s, one to three a plain-PyTorch plan)
         found nothing to free. Memory is still freed by reference counting."""
         with paused():
-            return self._run(start, fixed, budget, first, deadline, ceiling)
+            return self._run(start, fixed, budget, first, deadline, ceiling, among)
 
     def _run(self, start, fixed, budget: int, first: bool, deadline: float,
-             ceiling: tuple | None) -> Found:
+             ceiling: tuple | None, among: dict | None) -> Found:
         if not self.prepare():
             return Found("infeasible", None, None, 0)
-        if first or fixed:
-            return self._round(start, fixed, budget, first, deadline, ceiling)[0]
+        if first or fixed or among:
+            return self._round(start, fixed, budget, first, deadline, ceiling, among)[0]
         axes = self.axes
         try:
             return self._rounds(start, budget, deadline)
@@ -556,7 +558,8 @@ class Search:
         rest = [k for k in range(len(self.axes)) if k not in decisive and k not in single]
         return [self.axes[k] for k in single + [k for k in decisive if k not in single] + rest]
 
-    def _round(self, start, fixed, budget, first, deadline, ceiling: tuple | None = None):
+    def _round(self, start, fixed, budget, first, deadline, ceiling: tuple | None = None,
+               among: dict | None = None):
         p = self.p
         domains = [list(d) for d in self.base_domains]
         for key, value in (fixed or {}).items():
@@ -565,6 +568,12 @@ class Search:
             if index not in domains[place]:  # (the caller takes [0])
                 return Found("infeasible", None, None, 0), None
             domains[place] = [index]
+        for key, values in (among or {}).items():
+            place = self.place[key]
+            kept = {p.choices[key].index(value) for value in values}
+            domains[place] = [index for index in domains[place] if index in kept]
+            if not domains[place]:
+                return Found("infeasible", None, None, 0), None
         if start:
             for place, key in enumerate(self.order):
                 preferred = p.choices[key].index(start[key]) if start.get(key) in \

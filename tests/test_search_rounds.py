@@ -88,3 +88,25 @@ def test_a_fixed_value_searched_under_a_known_plans_ceiling_finds_the_best_with_
         assert above.status == "optimal" and sort_key(above.metrics) == sort_key(truth.metrics)
         checked += 1
     assert checked
+
+
+def test_a_search_among_some_values_finds_the_best_of_their_own_optima(problem):
+    """plan/explain.py's decisive comparison over every rival value at once: the
+    best plan among them is the least of the best plans with each."""
+    from kbsolve.program.metrics import sort_key
+    key = "llamafactory.per_device_train_batch_size"
+    search = Search(problem)
+    best = search.run()
+    rivals = [v for v in problem.choices[key] if v != best.chosen[key]]
+    each = [search.run(fixed={key: v}) for v in rivals]
+    each = [f for f in each if f.status == "optimal" and f.chosen is not None]
+    assert len(each) >= 2
+    truth = min(each, key=lambda f: sort_key(f.metrics))
+    found = search.run(among={key: rivals})
+    assert found.status == "optimal" and found.chosen[key] in rivals
+    assert sort_key(found.metrics) == sort_key(truth.metrics)
+    worst = max(each, key=lambda f: sort_key(f.metrics))  # a known plan as the ceiling
+    seeded = search.run(among={key: rivals},
+                        ceiling=tuple(float(x) for x in sort_key(worst.metrics)))
+    assert seeded.status == "optimal" and sort_key(seeded.metrics) == sort_key(truth.metrics)
+    assert seeded.nodes <= found.nodes
