@@ -880,6 +880,7 @@ def summarise(result: dict) -> dict:
     refit = fit.refit(graded)
     summary["calibration"] = refit["constants"]
     summary["calibration_drift"] = {k: list(v) for k, v in refit["drift"].items()}
+    summary["calibration_held"] = {k: list(v) for k, v in refit["held"].items()}
     summary["band_coverage"] = {cls: {"covered": c, "runs": n, "share": round(c / n, 3) if n else None}
                                 for cls, (c, n) in refit["coverage"].items()}
     summary["band_because_stale"] = refit["stale_because"]

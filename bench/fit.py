@@ -289,6 +289,12 @@ def band_levels(rows: list[dict], committed: dict, nested: list[tuple] | None = 
 # The band of the frameworks no bench row measures enough to fit one (diffusers and torchtitan
 # DiTs, Flow-Factory's RL): the widest band measured on the 16-bit LLM classes, a conservative
 # stand-in whose because says so (kb/core/calibration.kb).
+# Bands held wider than the procedure's refit by a recorded decision: the committed value
+# stays while it is no narrower than the refit (then it is no drift), its `because` is
+# written by hand. memory_band_full: the diffusion bands stand on it, and narrowing it on
+# one OPT row would plan Wan2.1-14B at 480x832x81 on 8xH100 as fitting against its
+# author's OOM report (docs/decisions.md, third integration).
+HELD = ("memory_band_full",)
 UNMEASURED = "memory_band_unmeasured"
 UNMEASURED_FROM = ("full", "lora")
 # The band of the classes no published run measures at all (Flow-Factory's diffusion and video
@@ -356,22 +362,26 @@ def committed_becauses(text: str | None = None) -> dict:
 
 def refit(rows: list[dict]) -> dict:
     """The constants and bands the procedure gives on these rows, and their drift from
-    the committed values."""
+    the committed values; "held": the HELD bands kept at their wider committed value,
+    as (committed, refit)."""
     committed = committed_constants()
     constants = fit(rows, committed)
     nested = _nested(rows, committed)
     levels = band_levels(rows, committed, nested)
     constants.update(bands(loso(rows, committed), levels))
+    held = {k: (committed[k], constants[k]) for k in HELD
+            if committed.get(k) is not None and committed[k] >= constants[k]}
+    constants.update({k: value for k, (value, _) in held.items()})
     covered = coverage(rows, committed, levels, nested)
     becauses = {f"memory_band_{cls}": band_because(cls, *covered[cls], levels[cls])
-                for cls in BAND_CLASSES}
+                for cls in BAND_CLASSES if f"memory_band_{cls}" not in held}
     constants[UNMEASURED] = max(constants[f"memory_band_{cls}"] for cls in UNMEASURED_FROM)
     constants[TRACED] = round(constants[UNMEASURED] + trace_spread(), 4)
     drift = {k: (committed.get(k), v) for k, v in constants.items()
              if committed.get(k) is None or abs(committed[k] - v) > DRIFT * abs(v)}
     stale = committed_becauses() != {**committed_becauses(), **becauses}
     return {"constants": constants, "drift": drift, "coverage": covered, "levels": levels,
-            "becauses": becauses, "stale_because": stale}
+            "becauses": becauses, "stale_because": stale, "held": held}
 
 
 def residuals(loso_rows: list[dict]) -> tuple[list[tuple], list[tuple]]:

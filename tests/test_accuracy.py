@@ -356,6 +356,8 @@ def test_dev_set_figures_hold_whole_and_leave_one_source_out(summary):
 def test_the_committed_calibration_is_what_the_procedure_fits(summary):
     assert summary["calibration_drift"] == {}
     assert summary["band_because_stale"] is False  # the printed coverage is the measured one
+    for name, (committed, refit) in summary["calibration_held"].items():
+        assert committed >= refit, name  # held only wider, never narrower
 
 
 @pytest.mark.slow
