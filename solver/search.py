@@ -37,7 +37,7 @@ TOLERANCE = 1e-9  # relative: float ranges within it are settled exactly
 # this share of the bound cells are expressions too large to table (an interval
 # over an expression loses the correlation between its options that a table
 # keeps, so only setting them tightens it). Measured on the warm and as-printed
-# grids (docs/decisions.md, issue 25 search; eighteenth integration): plain
+# grids (docs/decisions.md, issue 25 search; eighteenth round): plain
 # PyTorch 0.38 (26k-70k nodes -> 1.9k-5.2k), torchtitan 0.42-0.48 (6.2k -> 1.2k),
 # LlamaFactory 0.27-0.48 (1.5k-18k -> 190-870 over bench.warm's 15 LLM plans,
 # and the explanations' budgeted searches end proven more often); the diffusion
