@@ -58,6 +58,9 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("kbsolve"))
 
 
+_RESOLVING = Path("<resolving>")  # CodeCache.path while cache_dir() runs
+
+
 class CodeCache:
     """Code objects by (source, filename, mode, flags), read from `path` on first use; a
     code object stays marshalled until it is asked for (a file holds the classes of every
@@ -76,7 +79,14 @@ class CodeCache:
     @property
     def path(self) -> Path:
         if self._path is None:
-            self._path = cache_dir() / f"code-{MAGIC_NUMBER.hex()}.marshal"
+            # cache_dir() may import platformdirs, whose imports (tempfile, shutil) make
+            # namedtuples through this cache: code() compiles those without it meanwhile
+            self._path = _RESOLVING
+            try:
+                self._path = cache_dir() / f"code-{MAGIC_NUMBER.hex()}.marshal"
+            except BaseException:
+                self._path = None
+                raise
         return self._path
 
     def _load(self) -> dict:
@@ -113,6 +123,8 @@ class CodeCache:
         code = self.made.get(key)
         if code is not None:
             return code
+        if self._path is _RESOLVING:  # asked while the cache's own folder is found (path)
+            return builtins.compile(source, filename, mode, flags, True)
         if len(source) >= BIG:
             return self._big_code(key)
         codes = self.codes if self.codes is not None else self._load()

@@ -280,3 +280,21 @@ def test_the_commands_search_compiles_its_indexers_through_the_cache(private_cac
     [key] = [key for key in private_cache.used if key[1] == "<indexer>"]
     assert key == ("def index(idx):\n    return [idx[0] * 12 + idx[3] * 2, 0]\n",
                    "<indexer>", "exec", 0)
+
+
+@pytest.mark.ci
+def test_the_command_runs_with_the_users_own_cache_folder(tmp_path, seed_kb_cache):
+    """No KBSOLVE_CACHE_DIR: the cache folder is the user's (platformdirs), whose import
+    makes namedtuples through the code cache while the cache's own folder is being found.
+    It crashed every command of a user who had not set the variable (found in the
+    eighteenth round; the tests and benches all set it)."""
+    xdg = tmp_path / "xdg"
+    seed_kb_cache(xdg / "kbsolve")  # the KB read from its cache, as a second command reads it
+    env = {k: v for k, v in os.environ.items() if k != "KBSOLVE_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(xdg), HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-P", "-m", "kbsolve", "list", "gpus", "--format",
+                           "json"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert '"A100-80G-SXM"' in done.stdout
+    assert list((xdg / "kbsolve").glob("code-*.marshal"))  # the code cache written there
