@@ -39,7 +39,9 @@ def raised() -> dict[str, dict[str, set[str]]]:
     found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.split("/", 1)[0] in SKIP:
+        top = rel.split("/", 1)[0]
+        # venvs (.venv, the trace bench's .venv-trace) and pip's build copy are not the package
+        if top in SKIP or top.startswith(".venv") or "/site-packages/" in rel:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), rel)):
             if not isinstance(node, ast.Call):
