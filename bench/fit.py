@@ -286,15 +286,15 @@ def band_levels(rows: list[dict], committed: dict, nested: list[tuple] | None = 
     return out
 
 
-# The band of the frameworks no bench row measures enough to fit one (diffusers and torchtitan
-# DiTs, Flow-Factory's RL): the widest band measured on the 16-bit LLM classes, a conservative
-# stand-in whose because says so (kb/core/calibration.kb).
 # Bands held wider than the procedure's refit by a recorded decision: the committed value
 # stays while it is no narrower than the refit (then it is no drift), its `because` is
 # written by hand. memory_band_full: the diffusion bands stand on it, and narrowing it on
 # one OPT row would plan Wan2.1-14B at 480x832x81 on 8xH100 as fitting against its
 # author's OOM report (docs/decisions.md, third integration).
 HELD = ("memory_band_full",)
+# The band of the frameworks no bench row measures enough to fit one (diffusers and torchtitan
+# DiTs, Flow-Factory's RL): the widest band measured on the 16-bit LLM classes, a conservative
+# stand-in whose because says so (kb/core/calibration.kb).
 UNMEASURED = "memory_band_unmeasured"
 UNMEASURED_FROM = ("full", "lora")
 # The band of the classes no published run measures at all (Flow-Factory's diffusion and video

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from kbsolve.cli.main import main
 from kbsolve.diagnostic_codes import BY_NAME, CODES, ERROR, GROUPS, WARNING, silenceable
+from package_sources import package_sources
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = ("tests", ".venv", "build", "dist")
 DOC_START = "<!-- codes: `kbsolve kb codes` writes this part -->\n"
 DOC_END = "<!-- end of codes -->"
 
@@ -37,12 +37,7 @@ def raised() -> dict[str, dict[str, set[str]]]:
     """code -> {"files": ..., "severities": ...}, read from the package's syntax: the
     `code=` of every Diagnostic(...) and every sink's .error(...) / .warning(...)."""
     found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        top = rel.split("/", 1)[0]
-        # venvs (.venv, the trace bench's .venv-trace) and pip's build copy are not the package
-        if top in SKIP or top.startswith(".venv") or "/site-packages/" in rel:
-            continue
+    for path, rel in package_sources(ROOT):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), rel)):
             if not isinstance(node, ast.Call):
                 continue

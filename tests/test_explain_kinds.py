@@ -97,10 +97,6 @@ def test_bf16_off_costs_lora_nothing_and_warns_only_where_it_is_true(method, war
     assert all("twice the memory" not in w.because for w in off.warnings)
 
 
-PROVEN = re.compile(r"(\w+)=(\S+) fits only with other changes; the best plan with it "
-                    r"\(.+\) (?:is (\d+\.\d)% slower|is as fast)")
-
-
 PROVEN_QUERIES = [(PLANS["lora_sft_1x4090"], True), (PLANS["two_nodes_70b"], True),
                   (PLANS["dpo_32b_8xh100"], True),
                   # none proven; its rivals found are far from the best with their value
@@ -114,27 +110,10 @@ PROVEN_QUERIES = [(PLANS["lora_sft_1x4090"], True), (PLANS["two_nodes_70b"], Tru
 def test_a_proven_decisive_rival_is_the_best_plan_with_its_value(query, claims):
     """"the best plan with it" (not "found") is a claim: a search with the whole node
     budget and no ceiling finds no faster plan with that value."""
+    from bench.explain_quality import proven_claims
     from plans import problem_of
-    from kbsolve.solver.search import Search
     plan = solved(query)
-    problem = problem_of(query)
-    search = Search(problem)
-    best = search.run()
-    assert best.status == "optimal"
-    checked = 0
-    for choice in plan.explanation:
-        for reason in choice.reasons:
-            found = PROVEN.search(reason.detail)
-            if not found:
-                continue
-            option, shown, pct = found.groups()
-            key = next(o.key for o in problem.options if o.name == option)
-            value = next(v for v in problem.choices[key]
-                         if str(v).lower() == shown.lower() or str(v) == shown)
-            truth = search.run(fixed={key: value})
-            assert truth.status == "optimal", reason.detail
-            slower = round(float((truth.metrics.time_per_work / best.metrics.time_per_work - 1)
-                                 * 100), 2)  # rounded as printed (plan/explain._compared)
-            assert (f"{slower:.1f}" == pct) if pct else slower < 0.05, (reason.detail, slower)
-            checked += 1
+    details = [reason.detail for choice in plan.explanation for reason in choice.reasons]
+    checked = proven_claims(problem_of(query), details)
+    assert all(holds for _, holds, _ in checked), [c for c in checked if not c[1]]
     assert bool(checked) == claims, query

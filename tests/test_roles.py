@@ -11,9 +11,9 @@ import pytest
 from kbsolve import roles
 from kbsolve.diagnostics import KbError
 from kbsolve.catalog import load_kb
+from package_sources import package_sources
 
 PACKAGE = Path(roles.__file__).resolve().parent
-NOT_PACKAGE = ("tests", ".venv", "build", "dist")  # as test_diagnostic_codes.SKIP
 
 # (file, name): why the package may still spell this KB name. Each is a name Python
 # owns itself, not a lookup of the KB entity.
@@ -68,10 +68,8 @@ def test_no_kb_name_spelled_in_the_package(kb):
     names = _entity_names(kb)
     assert {"batch_geometry", "global_batch", "default_global_batch", "error_band"} <= names
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
-        # not the package: tests, venvs, and `pip install .`'s build/ copy of the sources
-        if rel.split("/", 1)[0] in NOT_PACKAGE or "/site-packages/" in rel or rel == "roles.py":
+    for path, rel in package_sources(PACKAGE):
+        if rel == "roles.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for line, name in sorted({*_spellings(tree, names), *_table_lookups(tree, names)}):
