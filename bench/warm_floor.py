@@ -23,7 +23,7 @@ import collections
 import statistics
 import time
 
-from bench.warm import PLAN_GRID
+from bench.warm import PLAN_GRID, _ms as ms
 
 PHASES = ("main", "decisive", "clash", "fixes")
 LEAST_NODES = 100  # a search phase with fewer nodes gives no cost per node
@@ -101,7 +101,6 @@ def measure(plans: int = len(PLAN_GRID), listing: list | None = None) -> dict:
                 listing.append((fields, plan.status, total, cpu, nodes, floors[-1]))
     finally:
         meter.close()
-    ms = lambda s: round(s * 1000, 1)  # noqa: E731
     return {"plans": len(totals), "cpu_median_ms": ms(statistics.median(totals)),
             "floor_median_ms": ms(statistics.median(floors)),
             "setup_and_optimisation_median_ms": ms(statistics.median(optimising)),
