@@ -109,6 +109,10 @@ CODES: tuple[Code, ...] = (
     Code("unknown-framework", ERROR, _NAMES, "a framework no module declares",
          "`unknown framework 'lamafactory'; did you mean 'llamafactory'?`",
          ("dsl/symbols.py",)),
+    Code("dotted-framework", ERROR, _NAMES,
+         "a framework's name, declared or in a module's header, with a '.' in it",
+         "`framework name 'flow.factory' has a '.': a framework's name is the first part of "
+         "every key it scopes (framework.name)`", ("dsl/symbols.py",)),
     Code("unknown-module", ERROR, _NAMES, "an import of a module that does not exist",
          "`unknown module 'core.nothing'; did you mean 'core.sizing'?`", ("dsl/symbols.py",)),
     Code("unknown-name", ERROR, _NAMES, "a name no visible declaration defines",

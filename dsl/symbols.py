@@ -66,6 +66,8 @@ def collect(modules: "list[ast.Module]", sink: DiagnosticSink, partial: bool = F
                        code="duplicate", notes=[Note("first declared here", first.span)])
             continue
         tables.modules[module.name] = module
+        if module.framework and _dotted_framework(module.framework, module.span, sink):
+            continue  # its declarations would sit under a scope no key can name
         for decl in module.decls:
             _add(tables, Entry(decl, module), sink)
     _check_headers(tables, sink, partial)
@@ -92,7 +94,8 @@ def _check_shadowing(tables: Tables, sink: DiagnosticSink) -> None:
 def _add(tables: Tables, entry: Entry, sink: DiagnosticSink) -> None:
     decl = entry.decl
     if decl.kind == "framework":
-        _unique(tables.frameworks, decl.name, entry, sink, "framework")
+        if not _dotted_framework(decl.name, decl.name_span, sink):
+            _unique(tables.frameworks, decl.name, entry, sink, "framework")
         return
     if decl.kind == "fact":
         _unique(tables.facts, decl.name, entry, sink, "fact")
@@ -113,6 +116,17 @@ def _add(tables: Tables, entry: Entry, sink: DiagnosticSink) -> None:
     _unique(tables.table(namespace, entry.scope), decl.name, entry, sink, decl.kind)
 
 
+def _dotted_framework(name: str, span, sink: DiagnosticSink) -> bool:
+    """A framework's name is the first part of every key it scopes (framework.name,
+    split at the first dot): one with a dot in it is reported, and True."""
+    if "." not in name:
+        return False
+    sink.error(f"framework name '{name}' has a '.': a framework's name is the first part of "
+               f"every key it scopes (framework.name)", span, code="dotted-framework",
+               hint="name the framework without dots (`flow-factory`, not `flow.factory`)")
+    return True
+
+
 def _unique(table: dict[str, Entry], name: str, entry: Entry, sink: DiagnosticSink,
             what: str) -> None:
     first = table.get(name)
@@ -129,7 +143,8 @@ def _unique(table: dict[str, Entry], name: str, entry: Entry, sink: DiagnosticSi
 def _check_headers(tables: Tables, sink: DiagnosticSink, partial: bool) -> None:
     """`partial`: some files did not parse, so names they define may be missing."""
     for module in tables.modules.values():
-        if module.framework and module.framework not in tables.frameworks and not partial:
+        if module.framework and module.framework not in tables.frameworks and not partial \
+                and "." not in module.framework:  # a dotted one is reported by collect()
             sink.error(f"unknown framework '{module.framework}'"
                        f"{did_you_mean(module.framework, tables.frameworks)}", module.span,
                        code="unknown-framework")

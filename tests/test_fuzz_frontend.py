@@ -374,6 +374,37 @@ def test_non_utf8_pack_file_is_reported_at_the_byte(tmp_path):
     assert "0xe9" in d.message
 
 
+DECLS = {  # what the slow fuzz met (a let under a dotted header: KeyError) and its kin
+    "let": 'let y: count = 2 {\n  because "b"\n  source "seed:x"\n}\n',
+    "option": 'option z: int [1, 2] = 1 {\n  because "b"\n  source "seed:x"\n}\n',
+    "framework": 'framework `a.b` {\n  because "b"\n  source "seed:x"\n}\n',
+}
+
+
+@pytest.mark.parametrize("framework", ["`memory.allocatedflow-factory`", "`llamafactory.x`",
+                                       "`a.b`"])
+@pytest.mark.parametrize("decl", sorted(DECLS))
+def test_a_dotted_framework_name_is_a_located_error(framework, decl):
+    """A framework's name is the first part of every key (framework.name): a dotted one
+    in a header (or declared) was split at its dot and crashed the checker."""
+    module = parse_module(f"module fuzz.m for {framework}\n{DECLS[decl]}", "fuzz.kb")
+    sink = DiagnosticSink()
+    check(context_modules() + [module], sink)
+    with pytest.raises(KbError) as info:
+        sink.raise_if_errors()
+    assert_located(info.value)
+    dotted = [d for d in info.value.diagnostics if d.code == "dotted-framework"]
+    assert [(d.span.file, d.span.line, d.span.col) for d in dotted] == [("fuzz.kb", 1, 1)]
+
+
+def test_a_declared_dotted_framework_is_a_located_error():
+    module = parse_module(f"module fuzz.m for llamafactory\n{DECLS['framework']}", "fuzz.kb")
+    sink = DiagnosticSink()
+    check(context_modules() + [module], sink)
+    (d,) = [d for d in sink.items if d.code == "dotted-framework"]
+    assert (d.span.line, d.span.col) == (2, 11) and "'a.b'" in d.message
+
+
 @pytest.mark.parametrize("escape", ["\\x", "\\x4", "\\u4e2d", "\\U0001F600",
                                     "\\N{BULLET}", "\\777"])
 def test_string_escapes_never_crash(escape):
